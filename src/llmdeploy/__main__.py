@@ -1,0 +1,3 @@
+from llmdeploy.cli import main
+
+main()

@@ -1,0 +1,124 @@
+"""One error tree for llmdeploy.
+
+Every error the user can cause is a subclass of :class:`LlmdeployError`. Errors carry data and
+an exit code; they never print. ``cli`` is the single place that turns them into output and an
+exit status (see ``docs/exit-codes.md``).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class ExitCode(enum.IntEnum):
+    """Process exit codes. Documented in docs/exit-codes.md; keep the two in sync."""
+
+    OK = 0
+    INTERNAL = 1  # a bug in llmdeploy: please report it
+    USAGE = 2  # bad command line (typer/click also uses 2)
+    SPEC = 3  # the spec file is invalid (syntax, schema, semantics)
+    DOES_NOT_FIT = 4  # the sizing check says the configuration cannot start
+    VALIDATION = 5  # a rendered or given manifest failed schema validation
+    DRIFT = 6  # render --check found the output directory differs
+    IO = 7  # a file could not be read or written
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One problem in a user file, located by 1-based line and column."""
+
+    message: str
+    file: str = "<spec>"
+    line: int | None = None
+    column: int | None = None
+    hint: str | None = None
+    source_line: str | None = None
+    severity: str = "error"
+
+    def location(self) -> str:
+        if self.line is None:
+            return self.file
+        col = self.column if self.column is not None else 1
+        return f"{self.file}:{self.line}:{col}"
+
+
+class LlmdeployError(Exception):
+    """Root of every error llmdeploy raises on purpose."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(LlmdeployError):
+    exit_code = ExitCode.USAGE
+
+
+class SpecError(LlmdeployError):
+    """The spec is invalid. Carries every diagnostic found in one pass."""
+
+    exit_code = ExitCode.SPEC
+
+    def __init__(self, diagnostics: list[Diagnostic] | tuple[Diagnostic, ...]) -> None:
+        self.diagnostics = tuple(diagnostics)
+        first = self.diagnostics[0] if self.diagnostics else Diagnostic("invalid spec")
+        count = len(self.diagnostics)
+        suffix = f" (and {count - 1} more)" if count > 1 else ""
+        super().__init__(f"{first.location()}: {first.message}{suffix}")
+
+
+class UnknownArchitectureError(SpecError):
+    """A model architecture the calculator does not support (refused, never guessed)."""
+
+
+class DoesNotFitError(LlmdeployError):
+    """The sizing verdict says the configuration cannot start. Carries the sizing result."""
+
+    exit_code = ExitCode.DOES_NOT_FIT
+
+    def __init__(self, message: str, sizing: object) -> None:
+        super().__init__(message)
+        self.sizing = sizing
+
+
+class ValidationFailedError(LlmdeployError):
+    """Rendered or given manifests failed schema validation. Carries the check report."""
+
+    exit_code = ExitCode.VALIDATION
+
+    def __init__(self, message: str, report: object) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class CheckInputError(LlmdeployError):
+    """A manifest or CRD given to ``validate`` could not be read or parsed."""
+
+    exit_code = ExitCode.IO
+
+
+class UnsupportedFlagError(LlmdeployError):
+    """An engine flag requested for a version whose parser does not accept it."""
+
+    exit_code = ExitCode.SPEC
+
+    def __init__(self, flag: str, version: str, reason: str) -> None:
+        super().__init__(f"flag {flag} is not accepted by version {version}: {reason}")
+        self.flag = flag
+        self.version = version
+        self.reason = reason
+
+
+class DriftError(LlmdeployError):
+    exit_code = ExitCode.DRIFT
+
+    def __init__(self, message: str, diff: str) -> None:
+        super().__init__(message)
+        self.diff = diff
+
+
+class OutputError(LlmdeployError):
+    exit_code = ExitCode.IO

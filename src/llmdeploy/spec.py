@@ -1,0 +1,330 @@
+"""The llmdeploy spec: one YAML file describes one model deployment.
+
+Frozen pydantic v2 models, ``extra="forbid"`` everywhere, camelCase keys in YAML. Field
+descriptions become the JSON Schema (``llmdeploy schema``, committed as
+``docs/spec.schema.json``). This module only describes shape and local constraints; decisions
+that need catalogs or arithmetic live in ``size`` and ``plan``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+API_VERSION = "llmdeploy.dev/v1alpha1"
+KIND = "ModelDeployment"
+
+DEFAULT_VLLM_VERSION = "0.19.0"
+# Newest Triton `-trtllm-python-py3` release whose TensorRT-LLM (1.2.1) still ships
+# `trtllm-build` (shared/reference/trtllm.md §1, §2.3).
+DEFAULT_TRITON_VERSION = "26.07"
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+_INSTANCE_FAMILY = re.compile(r"^[a-z][a-z0-9-]*$")
+_VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([.-]?(post|rc)\d+)?$")
+_DURATION = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
+
+Quantization = Literal["none", "fp8", "int8", "int4-awq", "int4-gptq"]
+KvCacheDtype = Literal["auto", "fp8"]
+CapacityType = Literal["on-demand", "spot", "reserved"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        alias_generator=to_camel,
+        populate_by_name=True,
+        use_attribute_docstrings=False,
+    )
+
+
+class SecretKeyRef(_Model):
+    name: str = Field("hf-token", description="Secret name.", min_length=1, max_length=253)
+    key: str = Field("token", description="Key inside the Secret.", min_length=1, max_length=253)
+
+
+class ModelLoading(_Model):
+    """How replicas get the weights. Avoid every replica re-downloading 140 GB."""
+
+    mode: Literal["huggingface", "s3", "pvc"] = Field(
+        "huggingface",
+        description=(
+            "huggingface: the server downloads from the Hub at start (token from "
+            "`hfTokenSecret`). s3: an init container syncs `s3Uri` to local NVMe "
+            "(instance-store RAID0) before the server starts. pvc: weights are read from a "
+            "shared, pre-populated PersistentVolumeClaim (`pvcName`)."
+        ),
+    )
+    hf_token_secret: SecretKeyRef | None = Field(
+        default_factory=SecretKeyRef,
+        description="Secret holding a Hugging Face token (never the token itself). null: none.",
+    )
+    s3_uri: str | None = Field(
+        None, description="s3://bucket/prefix holding the model files (mode s3).",
+        pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$",
+    )
+    pvc_name: str | None = Field(None, description="PersistentVolumeClaim name (mode pvc).")
+    download_gbps: float = Field(
+        1.0,
+        gt=0,
+        le=400,
+        description=(
+            "Assumed sustained download bandwidth in Gbit/s (Hub or S3) used to compute the "
+            "startup-probe budget."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _mode_fields(self) -> ModelLoading:
+        if self.mode == "s3" and not self.s3_uri:
+            raise ValueError("modelLoading.mode s3 needs `s3Uri`")
+        if self.mode == "pvc" and not self.pvc_name:
+            raise ValueError("modelLoading.mode pvc needs `pvcName`")
+        return self
+
+
+class ModelSpec(_Model):
+    id: str = Field(
+        ...,
+        min_length=1,
+        max_length=512,
+        description="Model id passed to the engine: a Hugging Face repo id or a path/URI.",
+    )
+    architecture: str = Field(
+        ...,
+        min_length=1,
+        description=(
+            "Architecture for sizing: a catalog name (see `llmdeploy size --help`, e.g. "
+            "`llama-3-70b`) or a path to a Hugging Face config.json, relative to the spec."
+        ),
+    )
+    revision: str | None = Field(None, description="Hub revision (branch, tag or commit).")
+    served_name: str | None = Field(
+        None, description="Name clients use in the OpenAI API; defaults to `id`."
+    )
+    loading: ModelLoading = Field(default_factory=ModelLoading)
+
+
+class VllmEngine(_Model):
+    type: Literal["vllm"] = "vllm"
+    version: str = Field(
+        DEFAULT_VLLM_VERSION, description="vLLM release; flags are rendered for this version."
+    )
+    image: str | None = Field(
+        None,
+        description=(
+            "Override the image (must be pinned by tag or digest; `latest` is refused). "
+            "Defaults to vllm/vllm-openai:v<version>."
+        ),
+    )
+    enforce_eager: bool = Field(False, description="Disable CUDA graphs (saves memory, slower).")
+
+    @field_validator("version")
+    @classmethod
+    def _version(cls, v: str) -> str:
+        if not _VERSION.match(v):
+            raise ValueError(f"not a release version: {v!r} (expected e.g. 0.19.0)")
+        return v
+
+
+class TrtllmEngine(_Model):
+    type: Literal["trtllm"] = "trtllm"
+    triton_version: str = Field(
+        DEFAULT_TRITON_VERSION,
+        description=(
+            "Triton release (YY.MM) of nvcr.io/nvidia/tritonserver:<v>-trtllm-python-py3; the "
+            "TensorRT-LLM version follows from it, and build and serving images always match."
+        ),
+        pattern=r"^\d{2}\.\d{2}$",
+    )
+    artifacts_s3_uri: str = Field(
+        ...,
+        description="s3://bucket/prefix where the build script uploads engine + tokenizer.",
+        pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$",
+    )
+    max_batch_size: int = Field(64, ge=1, le=4096, description="trtllm-build --max_batch_size.")
+    max_input_len: int | None = Field(
+        None, ge=1, description="trtllm-build --max_input_len; defaults to maxModelLen."
+    )
+    kv_cache_free_gpu_mem_fraction: float = Field(
+        0.9, gt=0, le=1, description="Fraction of memory free after load given to the KV cache."
+    )
+    decoupled: bool = Field(True, description="Decoupled (streaming) mode for tensorrt_llm.")
+    batch_scheduler_policy: Literal["guaranteed_no_evict", "max_utilization"] = (
+        "guaranteed_no_evict"
+    )
+
+
+Engine = Annotated[VllmEngine | TrtllmEngine, Field(discriminator="type")]
+
+
+class Hardware(_Model):
+    instance_type: str | None = Field(
+        None, description="EC2 instance type, e.g. p4d.24xlarge. Exclusive with instanceFamily."
+    )
+    instance_family: str | None = Field(
+        None,
+        description=(
+            "EC2 instance family, e.g. g6e; llmdeploy picks the cheapest size that fits the "
+            "tensor-parallel degree and the model."
+        ),
+    )
+    tensor_parallel: int = Field(1, ge=1, le=64, description="Tensor-parallel degree (GPUs/pod).")
+
+    @field_validator("instance_type")
+    @classmethod
+    def _itype(cls, v: str | None) -> str | None:
+        if v is not None and not _INSTANCE_TYPE.match(v):
+            raise ValueError(f"not an EC2 instance type: {v!r} (expected e.g. g5.12xlarge)")
+        return v
+
+    @field_validator("instance_family")
+    @classmethod
+    def _ifam(cls, v: str | None) -> str | None:
+        if v is not None and not _INSTANCE_FAMILY.match(v):
+            raise ValueError(f"not an EC2 instance family: {v!r} (expected e.g. g6e)")
+        return v
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Hardware:
+        if (self.instance_type is None) == (self.instance_family is None):
+            raise ValueError("set exactly one of `instanceType` and `instanceFamily`")
+        return self
+
+
+class Serving(_Model):
+    max_model_len: int = Field(8192, ge=16, le=10_485_760, description="Max tokens per sequence.")
+    max_num_batched_tokens: int | None = Field(
+        None, ge=16, description="Tokens per scheduler step (vLLM serve default 8192)."
+    )
+    max_num_seqs: int | None = Field(None, ge=1, description="Max concurrent sequences/replica.")
+    gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="vLLM budget fraction of total GPU memory; default is the version's default.",
+    )
+    chunked_prefill: bool = Field(True, description="Chunked prefill (always on in vLLM V1).")
+    prefix_caching: bool = Field(True, description="Automatic prefix caching.")
+
+
+class Slo(_Model):
+    concurrent_requests: int = Field(
+        16, ge=1, description="Expected concurrent requests at peak, across all replicas."
+    )
+    input_tokens: int = Field(512, ge=1, description="Typical prompt length.")
+    output_tokens: int = Field(256, ge=1, description="Typical completion length.")
+    ttft_ms: int | None = Field(None, ge=1, description="Time-to-first-token target (p99).")
+    itl_ms: int | None = Field(None, ge=1, description="Inter-token latency target (p99).")
+
+
+class Autoscaling(_Model):
+    min_replicas: int = Field(1, ge=0, le=1000)
+    max_replicas: int = Field(4, ge=1, le=1000)
+    waiting_requests_per_replica: int = Field(
+        10, ge=1, description="Queue depth per replica that triggers a scale-out."
+    )
+    polling_interval: int = Field(15, ge=1, description="KEDA pollingInterval (seconds).")
+    cooldown_period: int = Field(
+        300, ge=0, description="KEDA cooldownPeriod (only applies to scaling to zero)."
+    )
+    scale_down_stabilization: int = Field(
+        600, ge=0, le=3600, description="HPA scale-down stabilization window (seconds)."
+    )
+    prometheus_address: str = Field(
+        "http://prometheus-operated.monitoring.svc:9090",
+        description="Prometheus base URL KEDA queries.",
+        pattern=r"^https?://[^\s]+$",
+    )
+
+    @model_validator(mode="after")
+    def _range(self) -> Autoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("`minReplicas` must not exceed `maxReplicas`")
+        return self
+
+
+class Cluster(_Model):
+    name: str = Field(..., min_length=1, max_length=100, description="EKS cluster name.")
+    node_role: str = Field(
+        ..., min_length=1, description="IAM role for Karpenter nodes (EC2NodeClass `role`)."
+    )
+    discovery_tag: str | None = Field(
+        None,
+        description=(
+            "Value of the `karpenter.sh/discovery` tag on subnets and security groups; "
+            "defaults to the cluster name."
+        ),
+    )
+    capacity_types: tuple[CapacityType, ...] = Field(
+        ("on-demand",), min_length=1, description="Karpenter capacity types, in preference."
+    )
+    gpu_limit: int = Field(64, ge=1, description="NodePool limit on nvidia.com/gpu.")
+    ami_alias: str = Field(
+        "al2023@v20251108",
+        description=(
+            "EC2NodeClass AMI alias, pinned (al2023@vYYYYMMDD or bottlerocket@vX.Y.Z); "
+            "`@latest` drifts and replaces GPU nodes."
+        ),
+        pattern=r"^(al2023|bottlerocket)@(v[0-9][0-9.]*|latest)$",
+    )
+    root_volume_gib: int = Field(
+        200, ge=20, le=16384, description="Root EBS volume size (images + model cache)."
+    )
+    expire_after: str = Field(
+        "720h", description="NodePool expireAfter.", pattern=_DURATION.pattern
+    )
+
+
+class Spec(_Model):
+    """One model deployment."""
+
+    api_version: Literal["llmdeploy.dev/v1alpha1"] = Field(
+        ..., description="Spec format version."
+    )
+    kind: Literal["ModelDeployment"] = KIND
+    name: str = Field(
+        ...,
+        min_length=1,
+        max_length=40,
+        description="DNS-1123 label naming every rendered object.",
+    )
+    namespace: str = Field("llm-serving", min_length=1, max_length=63)
+    model: ModelSpec
+    engine: Engine = Field(default_factory=VllmEngine)
+    quantization: Quantization = Field(
+        "none",
+        description=(
+            "Weight quantization: none (16-bit), fp8, int8, int4-awq, int4-gptq. For vLLM, "
+            "int4/int8 expect a pre-quantized checkpoint; fp8 also works at run time."
+        ),
+    )
+    kv_cache_dtype: KvCacheDtype = Field("auto", description="KV cache element type.")
+    hardware: Hardware
+    serving: Serving = Field(default_factory=Serving)
+    slo: Slo = Field(default_factory=Slo)
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
+    cluster: Cluster
+
+    @field_validator("name", "namespace")
+    @classmethod
+    def _dns_label(cls, v: str) -> str:
+        if not _DNS1123_LABEL.match(v):
+            raise ValueError(
+                f"{v!r} is not a DNS-1123 label (lowercase letters, digits and '-', "
+                "starting and ending with a letter or digit)"
+            )
+        return v
+
+
+def json_schema() -> dict[str, object]:
+    """The spec's JSON Schema, as committed in docs/spec.schema.json."""
+    schema = Spec.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://llmdeploy.dev/schemas/v1alpha1/spec.schema.json"
+    return schema
