@@ -69,15 +69,6 @@ class ModelLoading(_Model):
         pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$",
     )
     pvc_name: str | None = Field(None, description="PersistentVolumeClaim name (mode pvc).")
-    download_gbps: float = Field(
-        1.0,
-        gt=0,
-        le=400,
-        description=(
-            "Assumed sustained download bandwidth in Gbit/s (Hub or S3) used to compute the "
-            "startup-probe budget."
-        ),
-    )
 
     @model_validator(mode="after")
     def _mode_fields(self) -> ModelLoading:
@@ -281,6 +272,66 @@ class Cluster(_Model):
     )
 
 
+class Startup(_Model):
+    """Assumptions behind the computed startupProbe budget (docs/production.md)."""
+
+    download_gbps: float = Field(
+        2.0,
+        gt=0,
+        le=400,
+        description="Sustained download bandwidth from the Hub or S3, Gbit/s.",
+    )
+    disk_read_gbps: float = Field(
+        8.0, gt=0, le=400, description="Read bandwidth from the local model cache, Gbit/s."
+    )
+    warmup_seconds: int = Field(
+        300,
+        ge=0,
+        le=7200,
+        description="Engine start, torch.compile / engine deserialization and CUDA-graph capture.",
+    )
+    safety_factor: float = Field(1.5, ge=1, le=10, description="Multiplier on the estimate.")
+    override_seconds: int | None = Field(
+        None, ge=60, le=86400, description="Use this startup budget instead of the estimate."
+    )
+
+
+class ServiceAccount(_Model):
+    iam_role_arn: str | None = Field(
+        None,
+        description=(
+            "IAM role for service accounts (IRSA) annotation; needed to read S3 (model loading "
+            "mode s3, TensorRT-LLM engines). No keys are ever rendered."
+        ),
+        pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]+$",
+    )
+
+
+class Network(_Model):
+    client_namespaces: tuple[str, ...] | None = Field(
+        None,
+        description=(
+            "Namespaces whose pods may call the inference port (NetworkPolicy). Default: the "
+            "deployment's own namespace."
+        ),
+    )
+    prometheus_namespace: str = Field(
+        "monitoring", description="Namespace of the Prometheus that scrapes metrics."
+    )
+    network_policy: bool = Field(True, description="Render a NetworkPolicy.")
+
+
+class Monitoring(_Model):
+    kind: Literal["ServiceMonitor", "PodMonitor", "none"] = Field(
+        "ServiceMonitor", description="Prometheus-operator object that makes the metric exist."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra labels so your Prometheus selects the monitor (e.g. release: kps).",
+    )
+    interval: str = Field("15s", pattern=r"^[0-9]+(ms|s|m)$")
+
+
 class Spec(_Model):
     """One model deployment."""
 
@@ -310,6 +361,10 @@ class Spec(_Model):
     slo: Slo = Field(default_factory=Slo)
     autoscaling: Autoscaling = Field(default_factory=Autoscaling)
     cluster: Cluster
+    startup: Startup = Field(default_factory=Startup)
+    service_account: ServiceAccount = Field(default_factory=ServiceAccount)
+    network: Network = Field(default_factory=Network)
+    monitoring: Monitoring = Field(default_factory=Monitoring)
 
     @field_validator("name", "namespace")
     @classmethod

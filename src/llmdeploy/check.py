@@ -1,0 +1,423 @@
+"""The check stage: validate rendered (or given) manifests offline with real validators.
+
+* Built-in kinds: the JSON schemas bundled with ``kubernetes-validate``, strict variant (unknown
+  fields are errors), at a pinned Kubernetes version. Its ``validate()`` re-reads the 1.5 MB
+  ``_definitions.json`` on every call (~11 ms per document), so the same schema files are loaded
+  through its ``utils`` once per process and a validator is cached per (version, apiVersion, kind):
+  ~1 ms per Deployment, and every error is reported, not only the first.
+* Custom kinds: the CRDs of a :class:`CrdRegistry` (see :mod:`llmdeploy.crd`).
+* Any other kind is reported ``not-validated`` with the reason, never passed.
+* Every object, whatever its kind: ``metadata`` as ObjectMeta, name and namespace syntax, label
+  keys and values (kubernetes-validate checks none of these).
+
+No printing and no exit here: the CLI turns a :class:`CheckReport` into output.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.resources
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+from kubernetes_validate import utils as kv
+from referencing import Registry, Resource
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from llmdeploy.crd import CrdRegistry, json_path, schema_error_messages
+from llmdeploy.errors import CheckInputError
+
+__all__ = [
+    "DEFAULT_KUBE_VERSION",
+    "CheckInputError",
+    "CheckReport",
+    "CrdRegistry",
+    "DocResult",
+    "Finding",
+    "check_documents",
+    "check_paths",
+    "parse_documents",
+]
+
+DEFAULT_KUBE_VERSION = "1.34.0"
+
+Status = Literal["valid", "invalid", "not-validated"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    path: str  # file name / source label
+    doc_index: int
+    kind: str
+    name: str
+    severity: Literal["error", "warning"]
+    message: str
+
+
+@dataclass(frozen=True)
+class DocResult:
+    source: str
+    doc_index: int
+    api_version: str
+    kind: str
+    name: str
+    status: Status
+    validator: str  # "kubernetes-validate 1.34.0 strict" / "CRD karpenter.sh_nodepools.yaml" / "none"
+    messages: tuple[str, ...]  # the errors if invalid, the reason if not-validated
+    skipped_cel_rules: int
+    notes: tuple[str, ...] = ()  # warnings that do not make the document invalid
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    results: tuple[DocResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status != "invalid" for r in self.results)
+
+    @property
+    def not_validated(self) -> tuple[DocResult, ...]:
+        return tuple(r for r in self.results if r.status == "not-validated")
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """Errors of invalid documents; reasons of not-validated ones and notes as warnings."""
+        out: list[Finding] = []
+        for r in self.results:
+            severity: Literal["error", "warning"] = "error" if r.status == "invalid" else "warning"
+            messages = r.messages if r.status != "valid" else ()
+            out += [Finding(r.source, r.doc_index, r.kind, r.name, severity, m) for m in messages]
+            out += [Finding(r.source, r.doc_index, r.kind, r.name, "warning", n) for n in r.notes]
+        return tuple(out)
+
+
+# --- built-in kinds: kubernetes-validate's bundled schemas ------------------------------------
+
+_OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+_DEFS_URI = "https://kubernetes.io/api/_definitions.json"
+
+
+@lru_cache(maxsize=None)
+def _schema_version(kube_version: str) -> str:
+    """The bundled schema version used for ``kube_version``: the newest one not newer than it
+    (kubernetes-validate's rule, with numeric instead of string comparison)."""
+    available = kv.all_versions()  # ["1.25.0", ..., "1.37.0"]
+    match = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.\d+)?", kube_version.strip())
+    wanted = (int(match.group(1)), int(match.group(2))) if match else None
+    usable = [v for v in available if wanted and _major_minor(v) <= wanted]
+    if wanted is None or not usable or wanted > _major_minor(available[-1]):
+        raise CheckInputError(
+            f"Kubernetes version {kube_version!r} is not supported by kubernetes-validate "
+            f"{kv.__version__} (supported: {available[0]} to {available[-1]})"
+        )
+    return usable[-1]
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def _schema_dir(schema_version: str) -> str:
+    return f"v{schema_version}-local-strict"
+
+
+@lru_cache(maxsize=None)
+def _registry(schema_version: str) -> Registry[Any]:
+    defs = kv.schema_contents(
+        f"kubernetes-json-schema/{_schema_dir(schema_version)}/_definitions.json", schema_version
+    )
+    return Resource.from_contents(defs) @ Registry()
+
+
+@lru_cache(maxsize=None)
+def _builtin_validator(schema_version: str, api_version: str, kind: str) -> Any:
+    # kubernetes-validate's file naming: rbac.authorization.k8s.io/v1 -> rbac-v1
+    api = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
+    name = f"kubernetes-json-schema/{_schema_dir(schema_version)}/{kind.lower()}-{api}.json"
+    try:
+        schema = kv.schema_contents(name, schema_version)
+    except FileNotFoundError:
+        raise kv.SchemaNotFoundError(kind, schema_version, api_version) from None
+    return jsonschema.Draft202012Validator(schema, registry=_registry(schema_version))
+
+
+@lru_cache(maxsize=None)
+def _meta_validator(schema_version: str) -> Any:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "properties": {"metadata": {"$ref": f"{_DEFS_URI}#/$defs/{_OBJECT_META}"}},
+    }
+    return jsonschema.Draft202012Validator(schema, registry=_registry(schema_version))
+
+
+@lru_cache(maxsize=None)
+def _bundled_files(schema_version: str) -> frozenset[str]:
+    root = importlib.resources.files("kubernetes_validate")
+    folder = root.joinpath("kubernetes-json-schema", _schema_dir(schema_version))
+    return frozenset(entry.name for entry in folder.iterdir())
+
+
+def _served_builtin_versions(schema_version: str, api_version: str, kind: str) -> list[str]:
+    """Versions of the same group and kind that this Kubernetes version does serve."""
+    group = api_version.rpartition("/")[0].split(".")[0]
+    pattern = re.compile(rf"{re.escape(kind.lower())}-{re.escape(group + '-' if group else '')}"
+                         r"(v\d+(?:(?:alpha|beta)\d+)?)\.json")
+    return sorted(m.group(1) for f in _bundled_files(schema_version) if (m := pattern.fullmatch(f)))
+
+
+def _is_builtin_group(group: str) -> bool:
+    # Built-in groups are "" (core), dot-less (apps, batch, policy, autoscaling) or *.k8s.io.
+    # Anything else (karpenter.sh, keda.sh, x-k8s.io, ...) is a CRD.
+    return "." not in group or group.endswith(".k8s.io")
+
+
+# --- checks for every object -------------------------------------------------------------------
+
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_RFC1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_QUALIFIED = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+
+# Kinds whose name must be a DNS label (<= 63), and why. Every other name: DNS-1123 subdomain.
+_LABEL_NAMES: dict[str, str] = {
+    "Service": "Service names are DNS-1035 labels (API server rule)",
+    "Namespace": "Namespace names are DNS-1123 labels (API server rule)",
+    "Deployment": "pod names and hostnames derive from it",
+    "StatefulSet": "pod hostnames and labels derive from it",
+    "DaemonSet": "pod names derive from it",
+    "Job": "the job-name pod label holds it",
+    "LeaderWorkerSet": "pod hostnames and labels derive from it",
+    "NodePool": "Karpenter sets it as the karpenter.sh/nodepool node label",
+    "EC2NodeClass": "Karpenter sets it as the karpenter.k8s.aws/ec2nodeclass node label",
+    "ScaledObject": "KEDA sets it as the scaledobject.keda.sh/name label",
+}
+_PATH_SEGMENT_NAMES = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
+_CLUSTER_SCOPED = {
+    "Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass", "StorageClass",
+    "CustomResourceDefinition", "PersistentVolume", "RuntimeClass", "IngressClass",
+}
+# Maps whose keys and values follow label syntax.
+_LABEL_MAPS: tuple[tuple[str, ...], ...] = (
+    ("metadata", "labels"),
+    ("spec", "template", "metadata", "labels"),
+    ("spec", "selector", "matchLabels"),
+    ("spec", "podSelector", "matchLabels"),
+)
+_LABEL_RULE = "at most 63 characters of [A-Za-z0-9_.-], starting and ending with [A-Za-z0-9]"
+
+
+def _name_errors(name: str, kind: str) -> list[str]:
+    where = f"metadata.name {name!r}"
+    if kind in _PATH_SEGMENT_NAMES:
+        ok = name not in (".", "..") and "/" not in name and "%" not in name
+        return [] if ok else [f"{where} may not be '.' or '..' or contain '/' or '%'"]
+    if kind in _LABEL_NAMES:
+        rule, text = (_RFC1035, "DNS-1035") if kind == "Service" else (_LABEL, "DNS-1123")
+        if len(name) > 63 or not rule.fullmatch(name):
+            return [f"{where} must be a {text} label (at most 63 characters of [a-z0-9-], "
+                    f"alphanumeric at both ends) for {kind}: {_LABEL_NAMES[kind]}"]
+        return []
+    if len(name) > 253 or not _SUBDOMAIN.fullmatch(name):
+        return [f"{where} must be a DNS-1123 subdomain (at most 253 characters of [a-z0-9-.], "
+                "alphanumeric at both ends)"]
+    return []
+
+
+def _key_errors(where: str, key: str) -> list[str]:
+    prefix, _, name = key.rpartition("/")
+    errors = []
+    if "/" in key and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)):
+        errors.append(f"{where}: key {key!r}: prefix must be a DNS-1123 subdomain")
+    if len(name) > 63 or not _QUALIFIED.fullmatch(name):
+        errors.append(f"{where}: key {key!r}: name part must be {_LABEL_RULE}")
+    return errors
+
+
+def _generic_errors(data: Mapping[str, Any], kind: str, cluster_scoped: bool) -> list[str]:
+    meta = data.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    errors: list[str] = []
+    name = meta.get("name")
+    if isinstance(name, str) and name:
+        errors += _name_errors(name, kind)
+    else:
+        errors.append("metadata.name: Required value")
+    namespace = meta.get("namespace")
+    if isinstance(namespace, str) and namespace:
+        if cluster_scoped:
+            errors.append(f"metadata.namespace: {kind} is cluster-scoped; remove {namespace!r}")
+        elif len(namespace) > 63 or not _LABEL.fullmatch(namespace):
+            errors.append(f"metadata.namespace {namespace!r} must be a DNS-1123 label")
+    maps = _LABEL_MAPS + ((("spec", "selector"),) if kind == "Service" else ())
+    for path in maps:
+        labels: Any = data
+        for part in path:
+            labels = labels.get(part) if isinstance(labels, Mapping) else None
+        for key, value in labels.items() if isinstance(labels, Mapping) else ():
+            where = json_path(path)
+            errors += _key_errors(where, str(key))
+            if isinstance(value, str) and value and (len(value) > 63 or not _QUALIFIED.fullmatch(value)):
+                errors.append(f"{where}[{key!r}]: value {value!r} must be empty or {_LABEL_RULE}")
+    annotations = meta.get("annotations")
+    for key in annotations if isinstance(annotations, Mapping) else ():
+        errors += _key_errors("metadata.annotations", str(key))
+    return errors
+
+
+# --- routing -------------------------------------------------------------------------------------
+
+
+def _plain(value: Any) -> Any:
+    """Plain JSON-like data: what the API server would decode (YAML dates stay strings)."""
+    if isinstance(value, Mapping):
+        return {_plain_key(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    return value
+
+
+def _plain_key(key: Any) -> str:
+    if isinstance(key, bool) or key is None:
+        return {True: "true", False: "false", None: "null"}[key]
+    return str(key)
+
+
+def _check_doc(
+    source: str, index: int, doc: Any, crds: CrdRegistry | None, schema_version: str
+) -> DocResult:
+    data = _plain(doc)
+    if not isinstance(data, dict):
+        return DocResult(source, index, "", "", "", "invalid", "none",
+                         ("document is not a mapping",), 0)
+    api_version, kind = data.get("apiVersion"), data.get("kind")
+    meta = data.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
+    name = name if isinstance(name, str) else ""
+    if not (isinstance(api_version, str) and api_version and isinstance(kind, str)
+            and re.fullmatch(r"[A-Za-z][A-Za-z0-9]*", kind)):
+        return DocResult(source, index, str(api_version or ""), str(kind or ""), name, "invalid",
+                         "none", ("apiVersion and kind (alphanumeric) are required",), 0)
+    group, _, version = api_version.rpartition("/")
+    errors: list[str] = []
+    notes: tuple[str, ...] = ()
+    reason = ""
+    validator = "none"
+    cluster_scoped = kind in _CLUSTER_SCOPED
+    crd = crds.lookup(group, version, kind) if crds is not None else None
+    others = crds.versions_of(group, kind) if crds is not None else ()
+    if crds is not None and crd is not None:
+        validator = f"CRD {crd.source}"
+        cluster_scoped = not crd.namespaced
+        outcome = crds.validate(crd, data)
+        errors += outcome.errors
+        notes = outcome.skipped_rules
+    elif others:
+        validator = f"CRD {others[0].source}"
+        served = ", ".join(f"{group}/{o.version}" for o in others)
+        errors.append(f"apiVersion: {api_version} {kind} is not served (the CRD serves {served})")
+    elif _is_builtin_group(group):
+        try:
+            builtin = _builtin_validator(schema_version, api_version, kind)
+            validator = f"kubernetes-validate {schema_version} strict"
+            errors += schema_error_messages(builtin.iter_errors(data))
+        except kv.SchemaNotFoundError:
+            served = _served_builtin_versions(schema_version, api_version, kind)
+            if served:
+                validator = f"kubernetes-validate {schema_version} strict"
+                errors.append(f"apiVersion: {api_version} {kind} is not served by Kubernetes "
+                              f"{schema_version} (served versions: {', '.join(served)})")
+            else:
+                reason = (f"kubernetes-validate {kv.__version__} has no schema for "
+                          f"{api_version} {kind} at Kubernetes {schema_version}")
+        except (kv.InvalidSchemaError, kv.VersionNotSupportedError) as exc:
+            reason = f"kubernetes-validate: {exc.message}"
+    elif crds is None:
+        reason = f"no CRD for {api_version} {kind}: no CRD directory given (--crd-dir)"
+    else:
+        dirs = ", ".join(str(d) for d in crds.sources) or "the CRD registry"
+        reason = f"no CRD for {api_version} {kind} in {dirs}"
+    if not validator.startswith("kubernetes-validate"):  # its schemas cover ObjectMeta already
+        errors += schema_error_messages(_meta_validator(schema_version).iter_errors(data))
+    errors += _generic_errors(data, kind, cluster_scoped)
+    skipped = len(notes)
+    if errors:
+        return DocResult(source, index, api_version, kind, name, "invalid", validator,
+                         tuple(errors), skipped, notes + ((reason,) if reason else ()))
+    if reason:
+        return DocResult(source, index, api_version, kind, name, "not-validated", "none",
+                         (reason,), skipped, notes)
+    return DocResult(source, index, api_version, kind, name, "valid", validator, (), skipped, notes)
+
+
+def check_documents(
+    docs: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    crds: CrdRegistry | None,
+    kube_version: str = DEFAULT_KUBE_VERSION,
+) -> CheckReport:
+    """Check ``(source, document)`` pairs. ``doc_index`` counts documents per source.
+    Raises :class:`CheckInputError` for a Kubernetes version kubernetes-validate lacks."""
+    schema_version = _schema_version(kube_version)
+    counters: dict[str, int] = {}
+    results = []
+    for source, doc in docs:
+        index = counters.get(source, 0)
+        counters[source] = index + 1
+        results.append(_check_doc(source, index, doc, crds, schema_version))
+    return CheckReport(tuple(results))
+
+
+def parse_documents(text: str, source: str) -> list[tuple[int, Any]]:
+    """Non-empty documents of a YAML stream with their 0-based position in the stream.
+
+    YAML 1.1 rules, as Kubernetes' sigs.k8s.io/yaml: an unquoted ``yes``/``on`` is a boolean and
+    ``0755`` is octal, so a string rendered without quotes is caught by the schema.
+    """
+    yaml = YAML(typ="safe", pure=True)
+    yaml.version = (1, 1)
+    try:
+        return [(i, d) for i, d in enumerate(yaml.load_all(text)) if d is not None]
+    except YAMLError as exc:
+        raise CheckInputError(f"{source}: invalid YAML: {exc}") from exc
+
+
+def _manifest_files(paths: Sequence[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files += sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml"))
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise CheckInputError(f"{path}: no such file or directory")
+    return [f for f in files if f.name not in ("kustomization.yaml", "kustomization.yml")]
+
+
+def check_paths(
+    paths: Sequence[Path],
+    *,
+    crds: CrdRegistry | None,
+    kube_version: str = DEFAULT_KUBE_VERSION,
+) -> CheckReport:
+    """Check manifest files, or directories of ``*.yaml``/``*.yml`` (recursively, without
+    ``kustomization.yaml``). ``doc_index`` is the document's position in its file."""
+    schema_version = _schema_version(kube_version)
+    results: list[DocResult] = []
+    for path in _manifest_files(paths):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CheckInputError(f"{path}: cannot read: {exc}") from exc
+        for index, doc in parse_documents(text, str(path)):
+            results.append(_check_doc(str(path), index, doc, crds, schema_version))
+    return CheckReport(tuple(results))

@@ -1,0 +1,88 @@
+"""Glue: spec → size → plan → render → check, all in memory. Nothing touches the disk here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from llmdeploy.errors import DoesNotFitError, ValidationFailedError
+from llmdeploy.load import LoadedSpec
+
+
+@dataclass(frozen=True)
+class Rendered:
+    loaded: LoadedSpec
+    sizing: Any  # llmdeploy.size.Sizing
+    files: tuple[tuple[str, str], ...]
+    report: Any  # llmdeploy.check.CheckReport
+
+
+def yaml_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, dict[str, Any]]]:
+    """Parse rendered YAML files back (every document of every *.yaml except kustomization)."""
+    yaml = YAML(typ="safe", pure=True)
+    docs: list[tuple[str, dict[str, Any]]] = []
+    for name, text in files:
+        if not name.endswith(".yaml") or name.endswith("kustomization.yaml"):
+            continue
+        for doc in yaml.load_all(text):
+            if doc is not None:
+                docs.append((name, doc))
+    return docs
+
+
+def render_loaded(
+    loaded: LoadedSpec,
+    *,
+    header_command: str,
+    crds: Any = None,
+    kube_version: str | None = None,
+    force: bool = False,
+) -> Rendered:
+    from llmdeploy import check, plan, render, size
+
+    spec = loaded.spec
+    base_dir = loaded.path.parent if loaded.path is not None else None
+    sizing = size.size_spec(spec, base_dir)
+    if not sizing.fits and not force:
+        raise DoesNotFitError(
+            f"{loaded.label}: this configuration cannot start: " + "; ".join(sizing.reasons),
+            sizing,
+        )
+    if sizing.instance is None:
+        raise DoesNotFitError(f"{loaded.label}: no instance type fits", sizing)
+    weights_total = float(sizing.weights_gib_per_gpu) * spec.hardware.tensor_parallel
+    the_plan = plan.make_plan(spec, sizing.instance, weights_total, header_command)
+    files = render.render_plan(the_plan, loaded.label)
+    report = check.check_documents(
+        yaml_documents(files),
+        crds=crds,
+        kube_version=kube_version or check.DEFAULT_KUBE_VERSION,
+    )
+    if not report.ok:
+        raise ValidationFailedError(
+            f"{loaded.label}: rendered manifests failed validation (a bug in llmdeploy; "
+            "please report it)",
+            report,
+        )
+    return Rendered(loaded=loaded, sizing=sizing, files=files, report=report)
+
+
+def preset_dir() -> Path:
+    here = Path(__file__).resolve().parent
+    packaged = here / "presets"
+    if packaged.is_dir():
+        return packaged
+    return here.parents[1] / "presets"
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in preset_dir().glob("*.yaml"))
+
+
+def preset_path(name: str) -> Path | None:
+    path = preset_dir() / f"{name}.yaml"
+    return path if path.is_file() and "/" not in name and "\\" not in name else None

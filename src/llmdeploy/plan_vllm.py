@@ -1,0 +1,226 @@
+"""Plan decisions for the vLLM OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import math
+
+from llmdeploy import vllm_args
+from llmdeploy.catalog import Instance
+from llmdeploy.plan import (
+    GPU_TAINT,
+    dns_name,
+    labels_for,
+    liveness_probe,
+    meta_for,
+    monitor_plan,
+    netpol_plan,
+    nodeclass_plan,
+    nodepool_plan,
+    pod_resources,
+    readiness_probe,
+    resource_list,
+    scaler_plan,
+    shm_size,
+    startup_budget_seconds,
+    startup_probe,
+)
+from llmdeploy.plan_types import (
+    KV,
+    Container,
+    EnvVar,
+    Mount,
+    Plan,
+    Port,
+    Resources,
+    Volume,
+    WorkloadPlan,
+)
+from llmdeploy.spec import Spec, VllmEngine
+
+HTTP_PORT = 8000
+MODEL_DIR = "/models"
+# Pinned, never `latest`: the AWS CLI image used by the S3 init container.
+AWS_CLI_IMAGE = "amazon/aws-cli:2.22.0"
+# vLLM images run as root by default; we run as an unprivileged user with HOME and caches on
+# writable emptyDirs, so the root filesystem can stay read-only.
+RUN_AS_USER = 1000
+
+
+def _image(engine: VllmEngine) -> str:
+    return engine.image or f"vllm/vllm-openai:v{engine.version}"
+
+
+def _cache_gib(weights_gib_total: float) -> int:
+    # Room for the checkpoint plus 20% and 10 GiB for compile caches and logs.
+    return int(math.ceil(weights_gib_total * 1.2 + 10))
+
+
+def vllm_options(spec: Spec, model_arg: str) -> dict[str, object]:
+    engine = spec.engine
+    assert isinstance(engine, VllmEngine)
+    s = spec.serving
+    gmu = s.gpu_memory_utilization
+    if gmu is None:
+        gmu = vllm_args.default_gpu_memory_utilization(engine.version)
+    opts: dict[str, object] = {
+        "host": "0.0.0.0",
+        "port": HTTP_PORT,
+        "served_model_name": spec.model.served_name or spec.model.id,
+        "tensor_parallel_size": spec.hardware.tensor_parallel,
+        "gpu_memory_utilization": gmu,
+        "max_model_len": s.max_model_len,
+        "max_num_batched_tokens": s.max_num_batched_tokens,
+        "max_num_seqs": s.max_num_seqs,
+        "enable_chunked_prefill": True if s.chunked_prefill else None,
+        "enable_prefix_caching": s.prefix_caching,
+        "kv_cache_dtype": "fp8" if spec.kv_cache_dtype == "fp8" else None,
+        # Pre-quantized AWQ/GPTQ/INT8 checkpoints are detected from their config; only
+        # on-the-fly FP8 needs the flag.
+        "quantization": "fp8" if spec.quantization == "fp8" else None,
+        "enforce_eager": True if engine.enforce_eager else None,
+        "revision": spec.model.revision if spec.model.loading.mode == "huggingface" else None,
+        "download_dir": f"{MODEL_DIR}/hub" if spec.model.loading.mode == "huggingface" else None,
+    }
+    return opts
+
+
+def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float,
+              header_command: str) -> Plan:
+    engine = spec.engine
+    assert isinstance(engine, VllmEngine)
+    tp = spec.hardware.tensor_parallel
+    loading = spec.model.loading
+    meta = meta_for(spec, "inference-server")
+    infra_labels = labels_for(spec, "gpu-capacity", engine.version)
+    pool_name = dns_name("llmdeploy", spec.namespace, spec.name)
+    cache_gib = _cache_gib(weights_gib_total)
+
+    if loading.mode == "huggingface":
+        model_arg = spec.model.id
+    else:
+        model_arg = f"{MODEL_DIR}/model"
+    args = vllm_args.build_args(engine.version, model_arg, vllm_options(spec, model_arg))
+
+    env = [
+        EnvVar("HOME", "/home/vllm"),
+        EnvVar("HF_HOME", f"{MODEL_DIR}/hf"),
+        EnvVar("XDG_CACHE_HOME", "/home/vllm/.cache"),
+        EnvVar("VLLM_NO_USAGE_STATS", "1"),
+        EnvVar("DO_NOT_TRACK", "1"),
+    ]
+    if loading.mode == "huggingface":
+        secret = loading.hf_token_secret
+        if secret is not None:
+            env.append(EnvVar("HF_TOKEN", secret_name=secret.name, secret_key=secret.key))
+    else:
+        env.append(EnvVar("HF_HUB_OFFLINE", "1"))
+
+    mounts = [
+        Mount("dshm", "/dev/shm"),
+        Mount("home", "/home/vllm"),
+        Mount("tmp", "/tmp"),
+    ]
+    volumes = [
+        Volume("dshm", "memory", size_limit=shm_size(tp)),
+        Volume("home", "emptyDir", size_limit="20Gi"),
+        Volume("tmp", "emptyDir", size_limit="10Gi"),
+    ]
+    init: list[Container] = []
+    ephemeral_gib = 30 + cache_gib if loading.mode != "pvc" else 30
+    if loading.mode == "pvc":
+        assert loading.pvc_name is not None
+        mounts.append(Mount("models", MODEL_DIR, read_only=True))
+        volumes.append(Volume("models", "pvc", claim=loading.pvc_name, read_only=True))
+    else:
+        mounts.append(Mount("models", MODEL_DIR))
+        volumes.append(Volume("models", "emptyDir", size_limit=f"{cache_gib}Gi"))
+    if loading.mode == "s3":
+        assert loading.s3_uri is not None
+        init.append(Container(
+            name="fetch-model",
+            image=AWS_CLI_IMAGE,
+            command=("aws",),
+            args=("s3", "sync", "--only-show-errors", "--no-progress", loading.s3_uri,
+                  f"{MODEL_DIR}/model"),
+            env=(EnvVar("HOME", "/tmp"),),
+            ports=(),
+            mounts=(Mount("models", MODEL_DIR), Mount("tmp", "/tmp")),
+            resources=Resources(cpu="2", memory="4Gi", ephemeral_storage=None, gpus=0),
+            run_as_user=RUN_AS_USER,
+        ))
+
+    budget = startup_budget_seconds(spec, weights_gib_total,
+                                    downloads_in_main=loading.mode == "huggingface")
+    server = Container(
+        name="vllm",
+        image=_image(engine),
+        command=vllm_args.command_for(engine.version),
+        args=args,
+        env=tuple(env),
+        ports=(Port("http", HTTP_PORT),),
+        mounts=tuple(mounts),
+        resources=pod_resources(instance, tp, ephemeral_gib),
+        startup_probe=startup_probe("/health", "http", budget),
+        readiness_probe=readiness_probe("/health", "http"),
+        liveness_probe=liveness_probe("/health", "http"),
+        read_only_root=True,
+        run_as_user=RUN_AS_USER,
+        pre_stop_sleep=10,
+    )
+    workload = WorkloadPlan(
+        pod_labels=meta.labels,
+        pod_annotations=(KV("karpenter.sh/do-not-disrupt", "true"),),
+        replicas=max(1, spec.autoscaling.min_replicas),
+        service_account=spec.name,
+        node_selector=(KV("karpenter.sh/nodepool", pool_name),),
+        tolerations=(GPU_TAINT,),
+        init_containers=tuple(init),
+        containers=(server,),
+        volumes=tuple(volumes),
+        termination_grace=120,
+        fs_group=RUN_AS_USER,
+        topology_key="topology.kubernetes.io/zone",
+    )
+    served = spec.model.served_name or spec.model.id
+    metric = vllm_args.metric_name(engine.version, "waiting")
+    query = (f'sum({metric}{{namespace="{spec.namespace}",'
+             f'model_name="{_promql_escape(served)}"}})')
+    monitor = monitor_plan(spec, "http", meta.labels)
+    netpol = netpol_plan(spec, (HTTP_PORT,), (HTTP_PORT,))
+    has = {
+        "EC2NodeClass": True,
+        "NodePool": True,
+        "NetworkPolicy": netpol is not None,
+        "PodDisruptionBudget": True,
+        "ServiceAccount": True,
+        "Service": True,
+        "Deployment": True,
+        "ServiceMonitor": monitor is not None and monitor.kind == "ServiceMonitor",
+        "PodMonitor": monitor is not None and monitor.kind == "PodMonitor",
+        "ScaledObject": True,
+    }
+    sa_annotations = ()
+    if spec.service_account.iam_role_arn:
+        sa_annotations = (KV("eks.amazonaws.com/role-arn", spec.service_account.iam_role_arn),)
+    return Plan(
+        name=spec.name,
+        engine="vllm",
+        meta=meta,
+        nodepool=nodepool_plan(spec, instance, pool_name, infra_labels),
+        nodeclass=nodeclass_plan(spec, instance, pool_name, infra_labels, ephemeral_gib),
+        workload=workload,
+        service_ports=(Port("http", HTTP_PORT),),
+        service_account_annotations=sa_annotations,
+        scaler=scaler_plan(spec, query),
+        monitor=monitor,
+        netpol=netpol,
+        pdb_max_unavailable=1,
+        config_map_data=(),
+        resources=resource_list(has),
+        header_command=header_command,
+    )
+
+
+def _promql_escape(value: str) -> str:
+    """Escape a string for a PromQL double-quoted label matcher."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
