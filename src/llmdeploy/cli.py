@@ -217,6 +217,8 @@ def _print_report(report: Any, only_problems: bool = False) -> None:
         elif r.status == "not-validated":
             reason = "; ".join(r.messages) or "no schema available"
             _err(f"{where}: NOT validated: {reason}")
+        for note in getattr(r, "notes", ()):
+            _err(f"{where}: note: {note}")
 
 
 def _not_validated_note(report: Any) -> None:

@@ -14,15 +14,22 @@ Used by :mod:`llmdeploy.check`. What is emulated, in the API server's order:
    passed silently. Rules under a subtree that already has a schema error are not run.
 
 The root ``metadata`` is validated by the caller (ObjectMeta, scope, name rules).
+
+Cost, measured per document with the shared CRDs: loading all ten CRD files ~0.3 s once;
+ScaledObject/ServiceMonitor/PodMonitor ~0.3-1.3 ms; NodePool ~18 ms and EC2NodeClass ~14 ms when
+their values were not seen before, because cel-python interprets each rule evaluation in ~1 ms.
+CEL results are memoized per (schema node, rule, value), so repeated values cost ~1.3 ms per doc.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +39,7 @@ import lark
 import re2  # type: ignore[import-untyped, unused-ignore]
 import yaml  # type: ignore[import-untyped, unused-ignore]
 from celpy import celtypes
+from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError, base_functions
 
 from llmdeploy.errors import CheckInputError
@@ -92,11 +100,12 @@ class CrdRegistry:
         for crd in versions:  # first definition wins
             self._versions.setdefault((crd.group, crd.version, crd.kind), crd)
         self._validators: dict[tuple[str, str, str], Any] = {}
+        self._rule_cache: dict[tuple[int, str, bytes], tuple[str, str]] = {}
 
     @classmethod
     def from_dirs(cls, dirs: Sequence[Path]) -> CrdRegistry:
-        """Read every ``*.yaml``/``*.yml`` under ``dirs`` (recursively, multi-document files allowed)
-        and index the served versions of each ``CustomResourceDefinition``. Raises
+        """Read every ``*.yaml``/``*.yml`` under ``dirs`` (recursively, multi-document files
+        allowed) and index the served versions of each ``CustomResourceDefinition``. Raises
         :class:`CheckInputError` for a missing directory, an unreadable file or invalid YAML."""
         versions: list[CrdVersion] = []
         for directory in dirs:
@@ -122,11 +131,12 @@ class CrdRegistry:
         """Validate everything but the root ``metadata`` of ``obj`` against ``crd``."""
         key = (crd.group, crd.version, crd.kind)
         if key not in self._validators:
-            self._validators[key] = jsonschema.Draft7Validator(_to_jsonschema(crd.schema, root=True))
+            converted = _to_jsonschema(crd.schema, root=True)
+            self._validators[key] = jsonschema.Draft7Validator(converted)
         data = copy.deepcopy(dict(obj))
         _apply_defaults(data, crd.schema, root=True)
         schema_errors = list(self._validators[key].iter_errors(data))
-        walker = _RuleWalker([tuple(e.absolute_path) for e in schema_errors])
+        walker = _RuleWalker([tuple(e.absolute_path) for e in schema_errors], self._rule_cache)
         walker.walk(data, crd.schema, ())
         errors = schema_error_messages(schema_errors) + sorted(set(walker.errors))
         return CrdOutcome(tuple(errors), tuple(sorted(walker.skipped)))
@@ -166,7 +176,9 @@ def _crd_versions(path: Path) -> list[CrdVersion]:
 _DROPPED = {"description", "default", "example", "format", "nullable", "externalDocs"}
 
 
-def _to_jsonschema(s: Mapping[str, Any], *, root: bool = False, close: bool = True) -> dict[str, Any]:
+def _to_jsonschema(
+    s: Mapping[str, Any], *, root: bool = False, close: bool = True
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in s.items():
         if key in _DROPPED or key.startswith("x-kubernetes-"):
@@ -252,6 +264,9 @@ def _join(items: Sequence[str], sep: str = "") -> celtypes.StringType:
     return celtypes.StringType(sep.join(items))
 
 
+_ASCII_UPPER, _ASCII_LOWER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"
+_LOWER_ASCII: dict[int, int] = str.maketrans(_ASCII_UPPER, _ASCII_LOWER)
+_UPPER_ASCII: dict[int, int] = str.maketrans(_ASCII_LOWER, _ASCII_UPPER)
 _EXTENSIONS: dict[str, Any] = {
     "find": _find,
     "findAll": _find_all,
@@ -260,9 +275,6 @@ _EXTENSIONS: dict[str, Any] = {
     "lowerAscii": lambda s: celtypes.StringType(s.translate(_LOWER_ASCII)),
     "upperAscii": lambda s: celtypes.StringType(s.translate(_UPPER_ASCII)),
 }
-_ASCII_UPPER, _ASCII_LOWER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz"
-_LOWER_ASCII = str.maketrans(_ASCII_UPPER, _ASCII_LOWER)
-_UPPER_ASCII = str.maketrans(_ASCII_LOWER, _ASCII_UPPER)
 # Macros cel-python implements like Kubernetes does ("reduce"/"min" are cel-python inventions).
 _MACROS = {"has", "dyn", "all", "exists", "exists_one", "map", "filter"}
 _SUPPORTED = _MACROS | set(base_functions) | set(_EXTENSIONS)
@@ -270,12 +282,12 @@ _OLD_SELF = re.compile(r"\boldSelf\b")
 _ESCAPED_NAME = re.compile(r"__[a-z]+__")  # Kubernetes escapes field names like "x-y" as x__dash__y
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cel_environment() -> celpy.Environment:
     return celpy.Environment()  # builds a Lark parser: ~0.2 s, so once per process
 
 
-@lru_cache(maxsize=None)
+@cache
 def _compile_rule(rule: str) -> celpy.Runner | str:
     """A runnable program, or the reason the rule cannot be evaluated here."""
     if _ESCAPED_NAME.search(rule):
@@ -283,7 +295,7 @@ def _compile_rule(rule: str) -> celpy.Runner | str:
     env = _cel_environment()
     try:
         ast = env.compile(rule)
-    except Exception as exc:  # noqa: BLE001 - cel-python grammar gaps (optionals, ...)
+    except Exception as exc:  # cel-python grammar gaps (optionals, ...)
         return f"cel-python cannot parse it ({type(exc).__name__})"
     names: set[str] = set()
     for sub in ast.iter_subtrees():
@@ -302,22 +314,41 @@ def _to_cel(value: Any, s: Mapping[str, Any]) -> Any:
     if isinstance(value, dict):
         props: Mapping[str, Any] = s.get("properties", {})
         extra = s.get("additionalProperties")
+        extra = extra if isinstance(extra, dict) else {}
         return celtypes.MapType(
-            {
-                celtypes.StringType(k): _to_cel(v, props.get(k) or (extra if isinstance(extra, dict) else {}))
-                for k, v in value.items()
-            }
+            {celtypes.StringType(k): _to_cel(v, props.get(k, extra)) for k, v in value.items()}
         )
     if isinstance(value, list):
         items = s.get("items")
-        return celtypes.ListType(_to_cel(v, items if isinstance(items, dict) else {}) for v in value)
+        items = items if isinstance(items, dict) else {}
+        return celtypes.ListType(_to_cel(v, items) for v in value)
     if s.get("type") == "number" and isinstance(value, int) and not isinstance(value, bool):
         return celtypes.DoubleType(value)
-    return celpy.json_to_cel(value)
+    return json_to_cel(value)
+
+
+def _evaluate(program: celpy.Runner, cel_self: Any) -> tuple[str, str]:
+    """("pass"|"fail", ""), ("error", detail) for a data error, ("skip", reason) for a gap."""
+    try:
+        result: Any = program.evaluate({"self": cel_self})
+    except CELEvalError as exc:
+        result = exc
+    except Exception as exc:  # a cel-python defect must not fail the check
+        return "skip", type(exc).__name__
+    if isinstance(result, CELEvalError):
+        message, cause, details = (*result.args, None, None)[:3]
+        if cause is TypeError:  # "no such overload": a cel-python gap, not the data
+            return "skip", str(message)
+        # int("abc"), a missing key, ...: the API server rejects the object too
+        return "error", str(details[0] if cause is ValueError and details else message)
+    if isinstance(result, celtypes.BoolType):
+        return ("pass" if result else "fail"), ""
+    return "skip", "non-bool result"
 
 
 class _RuleWalker:
-    def __init__(self, schema_error_paths: list[JsonPath]) -> None:
+    def __init__(self, schema_error_paths: list[JsonPath], cache: dict[Any, Any]) -> None:
+        self.cache = cache
         self.error_paths = schema_error_paths
         self.errors: list[str] = []
         self.skipped: set[str] = set()
@@ -342,8 +373,12 @@ class _RuleWalker:
                 if sub is not None:
                     self.walk(item, sub, (*path, key))
 
-    def _run_rules(self, value: Any, s: Mapping[str, Any], path: JsonPath, rules: list[Any]) -> None:
-        cel_self = _to_cel(value, s)
+    def _run_rules(
+        self, value: Any, s: Mapping[str, Any], path: JsonPath, rules: list[Any]
+    ) -> None:
+        cel_self: Any = None
+        canonical = json.dumps(value, sort_keys=True, default=str).encode()
+        value_key = hashlib.blake2b(canonical, digest_size=16).digest()
         schema_path = json_path(p if isinstance(p, str) else "*" for p in path) or "<root>"
         for rule in rules:
             text = str(rule.get("rule", ""))
@@ -353,26 +388,20 @@ class _RuleWalker:
             if isinstance(program, str):
                 self.skipped.add(f"CEL rule at {schema_path} not evaluated ({program}): {text}")
                 continue
+            key = (id(s), text, value_key)  # CEL is pure: same rule, node and value, same result
+            if key not in self.cache:
+                if cel_self is None:
+                    cel_self = _to_cel(value, s)
+                self.cache[key] = _evaluate(program, cel_self)
+            outcome, detail = self.cache[key]
             where = json_path(path) + str(rule.get("fieldPath", "")) or "<root>"
             message = str(rule.get("message") or f"failed rule: {text}")
-            try:
-                result: Any = program.evaluate({"self": cel_self})
-            except CELEvalError as exc:
-                result = exc
-            except Exception as exc:  # noqa: BLE001 - a cel-python defect must not fail the check
-                result = f"{type(exc).__name__}"
-            if isinstance(result, CELEvalError):
-                cause = result.args[1] if len(result.args) > 1 else None
-                if cause is not TypeError:  # int("abc"), a missing key: the API server rejects too
-                    self.errors.append(f"{where}: {message} (evaluation error: {result.args[0]})")
-                    continue
-                result = str(result.args[0])  # "no such overload": a cel-python gap, not the data
-            if isinstance(result, celtypes.BoolType):
-                if not result:
-                    self.errors.append(f"{where}: {message}")
-                continue
-            reason = result if isinstance(result, str) else "non-bool result"
-            self.skipped.add(f"CEL rule at {schema_path} not evaluated ({reason}): {text}")
+            if outcome == "fail":
+                self.errors.append(f"{where}: {message}")
+            elif outcome == "error":
+                self.errors.append(f"{where}: {message} (rule evaluation error: {detail})")
+            elif outcome == "skip":
+                self.skipped.add(f"CEL rule at {schema_path} not evaluated ({detail}): {text}")
 
     def _check_list_map(self, value: list[Any], s: Mapping[str, Any], path: JsonPath) -> None:
         keys = s.get("x-kubernetes-list-map-keys")

@@ -7,8 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-
 from llmdeploy.errors import DoesNotFitError, ValidationFailedError
 from llmdeploy.load import LoadedSpec
 
@@ -21,16 +19,16 @@ class Rendered:
     report: Any  # llmdeploy.check.CheckReport
 
 
-def yaml_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, dict[str, Any]]]:
-    """Parse rendered YAML files back (every document of every *.yaml except kustomization)."""
-    yaml = YAML(typ="safe", pure=True)
-    docs: list[tuple[str, dict[str, Any]]] = []
+def yaml_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
+    """Parse rendered YAML files back the way the cluster reads them (every document of every
+    *.yaml except kustomization.yaml)."""
+    from llmdeploy.check import parse_documents
+
+    docs: list[tuple[str, Any]] = []
     for name, text in files:
         if not name.endswith(".yaml") or name.endswith("kustomization.yaml"):
             continue
-        for doc in yaml.load_all(text):
-            if doc is not None:
-                docs.append((name, doc))
+        docs.extend((name, doc) for _, doc in parse_documents(text, name))
     return docs
 
 
