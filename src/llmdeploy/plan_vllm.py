@@ -103,6 +103,7 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float,
 
     env = [
         EnvVar("HOME", "/home/vllm"),
+        EnvVar("USER", "vllm"),  # getpass.getuser() without a passwd entry for uid 1000
         EnvVar("HF_HOME", f"{MODEL_DIR}/hf"),
         EnvVar("XDG_CACHE_HOME", "/home/vllm/.cache"),
         EnvVar("VLLM_NO_USAGE_STATS", "1"),
