@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Per-case error table of the GPU-memory calculator against real vLLM start-up logs.
+
+Usage: python scripts/calibration_report.py [--calibration PATH]
+(or env LLMDEPLOY_CALIBRATION; default ../shared/sizing/calibration.yaml next to the repo).
+
+For every case: predicted vs observed weights GiB and KV-cache GiB (per GPU), the block count
+and token capacity the observed KV GiB gives with our bytes per token (exact up to the log's
+0.01 GiB rounding), and max concurrency where the log gives it. Cases the calculator cannot
+model are listed with the reason instead of numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from llmdeploy import size as sizing
+from llmdeploy import size_hw
+from llmdeploy import size_memory as mem
+from llmdeploy.errors import LlmdeployError
+from llmdeploy.models import load_architecture
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_PATH = REPO.parent / "shared" / "sizing" / "calibration.yaml"
+BASELINE_MAX_MODEL_LEN = 8192  # the sweep's baseline when a report row omits it
+
+_GPU_WORDS = (
+    ("H200", "h200"),
+    ("H100", "h100"),
+    ("B200", "b200"),
+    ("L40S", "l40s"),
+    ("A10G", "a10g"),
+    ("L4", "l4"),
+    ("T4", "t4"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    id: str
+    weights_obs: float | None
+    weights_pred: float | None
+    kv_obs: float | None
+    kv_pred: float | None
+    blocks_obs: int | None
+    blocks_from_obs_kv: int | None
+    blocks_tolerance: int
+    tokens_obs: int | None
+    tokens_from_obs_kv: int | None
+    conc_obs: float | None
+    conc_pred: float | None
+    excluded: str | None = None
+
+    @staticmethod
+    def err(pred: float | None, obs: float | None) -> float | None:
+        if pred is None or obs is None or obs == 0:
+            return None
+        return (pred - obs) / obs * 100
+
+
+def calibration_path(cli: str | None = None) -> Path:
+    if cli:
+        return Path(cli)
+    env = os.environ.get("LLMDEPLOY_CALIBRATION")
+    return Path(env) if env else DEFAULT_PATH
+
+
+def load_cases(path: Path) -> list[dict[str, Any]]:
+    data = YAML(typ="safe", pure=True).load(path.read_text(encoding="utf-8"))
+    return list(data or [])
+
+
+def _gpu_key(name: str) -> str | None:
+    upper = name.upper()
+    if "A100" in upper:
+        return "a100_80" if "80" in upper else "a100_40"
+    for word, key in _GPU_WORDS:
+        if word in upper:
+            return key
+    return None
+
+
+def _quantization(text: str | None, checkpoint_quantized: bool) -> str:
+    if not text or checkpoint_quantized:
+        return "none"
+    low = text.lower()
+    for word, value in (
+        ("awq", "int4-awq"),
+        ("gptq", "int4-gptq"),
+        ("int8", "int8"),
+        ("w8a8", "int8"),
+        ("fp8", "fp8"),
+    ):
+        if word in low:
+            return value
+    raise ValueError(f"quantization {text!r} is not one the calculator models")
+
+
+def _dtype(text: object) -> str:
+    word = str(text or "auto").split()[0].lower()
+    return word if word in {"float32", "float16", "bfloat16"} else "auto"
+
+
+def request_for_case(case: dict[str, Any]) -> sizing.SizingRequest:
+    """The SizingRequest reproducing one logged start-up (its own total, gmu, TP, version)."""
+    if int(case.get("pp") or 1) != 1:
+        raise ValueError("pipeline parallelism is not modelled")
+    arch = load_architecture(str(case["model"]))
+    gpu_name = str(case.get("gpu", "")).upper()
+    key = _gpu_key(gpu_name)
+    gpu = size_hw.gpu_by_key(key) if key else None
+    tp = int(case.get("tp") or 1)
+    return sizing.SizingRequest(
+        architecture=arch,
+        gpu=gpu,
+        gpu_total_gib=float(case["gpu_total_gib"]),
+        nvlink=gpu is not None and size_hw.gpu_has_nvlink(gpu) and "PCIE" not in gpu_name,
+        tp=tp,
+        quantization=_quantization(case.get("quantization"), arch.quantization is not None),
+        kv_cache_dtype="fp8" if str(case.get("kv_cache_dtype")) == "fp8" else "auto",
+        dtype=_dtype(case.get("dtype")),
+        max_model_len=int(case.get("max_model_len") or BASELINE_MAX_MODEL_LEN),
+        gpu_memory_utilization=float(case["gpu_memory_utilization"]),
+        engine="vllm",
+        engine_version=str(case["vllm_version"]),
+    )
+
+
+def evaluate(case: dict[str, Any]) -> Row:
+    cid = str(case["id"])
+    try:
+        req = request_for_case(case)
+        result = sizing.compute(req)
+    except (LlmdeployError, ValueError) as exc:
+        message = exc.message if isinstance(exc, LlmdeployError) else str(exc)
+        return Row(
+            cid, None, None, None, None, None, None, 0, None, None, None, None, excluded=message
+        )
+    kv_bytes = 1 if req.kv_cache_dtype == "fp8" else mem.dtype_bytes(req.dtype)
+    layout = mem.kv_layout(req.architecture, req.tp, kv_bytes, result.block_size)
+    block_bytes = layout.page_bytes_per_layer * layout.group_size
+    kv_obs = case.get("available_kv_cache_gib")
+    blocks_obs = case.get("num_gpu_blocks")
+    from_obs = int(float(kv_obs) * mem.GIB) // block_bytes if kv_obs is not None else None
+    tolerance = int(0.005 * mem.GIB // block_bytes) + 1
+    tokens_obs = case.get("kv_cache_tokens") or case.get("kv_cache_tokens_derived")
+    uniform = set(layout.groups) == {"full"}
+    tokens_from_obs = from_obs * layout.block_size if from_obs is not None and uniform else None
+    conc_obs = case.get("max_concurrency")
+    conc_pred = None
+    if conc_obs is not None and from_obs is not None:
+        per_request = mem.pages_per_request(
+            req.architecture, layout, result.max_model_len, result.max_num_batched_tokens
+        )
+        conc_pred = round(from_obs / per_request, 2)
+    return Row(
+        cid,
+        case.get("weights_gib"),
+        round(result.weights_gib_per_gpu, 2),
+        kv_obs,
+        round(result.kv_cache_gib_per_gpu, 2),
+        blocks_obs,
+        from_obs,
+        tolerance,
+        int(tokens_obs) if tokens_obs else None,
+        tokens_from_obs,
+        conc_obs,
+        conc_pred,
+    )
+
+
+def _fmt(value: float | int | None, spec: str = "") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def table(rows: Sequence[Row]) -> str:
+    head = (
+        "| case | weights obs | pred | err % | KV obs | pred | err % | blocks obs | "
+        "blocks(obs KV) | tokens obs | tokens(obs KV) | conc obs | conc(obs KV) |"
+    )
+    lines = [head, "|" + "---|" * 13]
+    for r in rows:
+        if r.excluded:
+            lines.append(f"| {r.id} | excluded: {r.excluded} |" + " |" * 11)
+            continue
+        lines.append(
+            f"| {r.id} | {_fmt(r.weights_obs, '.2f')} | {_fmt(r.weights_pred, '.2f')} | "
+            f"{_fmt(Row.err(r.weights_pred, r.weights_obs), '+.2f')} | {_fmt(r.kv_obs, '.2f')} | "
+            f"{_fmt(r.kv_pred, '.2f')} | {_fmt(Row.err(r.kv_pred, r.kv_obs), '+.2f')} | "
+            f"{_fmt(r.blocks_obs)} | {_fmt(r.blocks_from_obs_kv)} | {_fmt(r.tokens_obs)} | "
+            f"{_fmt(r.tokens_from_obs_kv)} | {_fmt(r.conc_obs)} | {_fmt(r.conc_pred)} |"
+        )
+    errs_w = [abs(e) for r in rows if (e := Row.err(r.weights_pred, r.weights_obs)) is not None]
+    errs_k = [abs(e) for r in rows if (e := Row.err(r.kv_pred, r.kv_obs)) is not None]
+    if errs_w and errs_k:
+        lines.append("")
+        lines.append(
+            f"weights: mean |err| {sum(errs_w) / len(errs_w):.2f} %, max "
+            f"{max(errs_w):.2f} % over {len(errs_w)} cases; KV GiB: mean |err| "
+            f"{sum(errs_k) / len(errs_k):.2f} %, max {max(errs_k):.2f} % over "
+            f"{len(errs_k)} cases"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--calibration",
+        help="calibration.yaml (default: "
+        "$LLMDEPLOY_CALIBRATION or ../shared/sizing/calibration.yaml)",
+    )
+    args = parser.parse_args(argv)
+    path = calibration_path(args.calibration)
+    if not path.is_file():
+        sys.stderr.write(f"calibration file not found: {path}\n")
+        return 2
+    rows = [evaluate(case) for case in load_cases(path)]
+    sys.stdout.write(f"calibration: {path.name} ({len(rows)} cases)\n\n{table(rows)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,451 @@
+"""GPU-memory sizing: calibration against real vLLM logs, write-up scenarios, invariants."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from llmdeploy import catalog, size_hw, size_report
+from llmdeploy import size as sizing
+from llmdeploy import size_memory as mem
+from llmdeploy.errors import SpecError, UnknownArchitectureError, UsageError
+from llmdeploy.models import load_architecture
+from llmdeploy.size_suggest import apply_suggestion
+from llmdeploy.spec import Spec
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _script() -> ModuleType:
+    path = REPO / "scripts" / "calibration_report.py"
+    spec = importlib.util.spec_from_file_location("calibration_report", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["calibration_report"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+REPORT = _script()
+CALIBRATION = REPORT.calibration_path(None)
+CASES: list[dict[str, Any]] = REPORT.load_cases(CALIBRATION) if CALIBRATION.is_file() else []
+# Cases the calculator refuses, with the reason (the test fails if this list drifts).
+EXCLUDED: dict[str, str] = {}
+
+
+def _case_ids() -> list[str]:
+    return [str(c["id"]) for c in CASES]
+
+
+# --- calibration ------------------------------------------------------------------------------
+
+
+def test_calibration_file_is_present() -> None:
+    if not CALIBRATION.is_file():
+        pytest.skip(f"calibration data not found at {CALIBRATION} (shared/ not beside the repo)")
+    assert len(CASES) >= 15
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_ids())
+def test_calibration_case(case: dict[str, Any]) -> None:
+    row = REPORT.evaluate(case)
+    if row.excluded:
+        assert EXCLUDED.get(row.id), f"{row.id} refused but not listed: {row.excluded}"
+        return
+    assert row.id not in EXCLUDED, f"{row.id} is listed as excluded but is supported"
+    if row.weights_obs is not None:
+        assert row.weights_pred == pytest.approx(row.weights_obs, rel=0.02), "weights > 2%"
+    assert row.kv_pred == pytest.approx(row.kv_obs, rel=0.05), "KV cache GiB > 5%"
+    # blocks and tokens are exact given the logged KV GiB (which the log rounds to 0.01 GiB)
+    if row.blocks_obs is not None:
+        assert abs(row.blocks_from_obs_kv - row.blocks_obs) <= row.blocks_tolerance
+    if row.tokens_obs is not None and row.tokens_from_obs_kv is not None:
+        block = 16
+        assert abs(row.tokens_from_obs_kv - row.tokens_obs) <= row.blocks_tolerance * block
+    if row.conc_obs is not None:
+        assert row.conc_pred == pytest.approx(row.conc_obs, abs=0.02)
+
+
+def test_calibration_report_script_prints_every_case(capsys: pytest.CaptureFixture[str]) -> None:
+    if not CALIBRATION.is_file():
+        pytest.skip("calibration data not found")
+    assert REPORT.main(["--calibration", str(CALIBRATION)]) == 0
+    out = capsys.readouterr().out
+    for case in CASES:
+        assert str(case["id"]) in out
+    assert REPORT.main(["--calibration", "/nonexistent/calibration.yaml"]) == 2
+
+
+def test_unsupported_case_is_refused_loudly() -> None:
+    case = {
+        "id": "x",
+        "model": "state-spaces/mamba-2.8b",
+        "gpu": "NVIDIA H100 80GB HBM3",
+        "gpu_total_gib": 79.19,
+        "tp": 1,
+        "pp": 1,
+        "gpu_memory_utilization": 0.9,
+        "vllm_version": "0.19.0",
+    }
+    row = REPORT.evaluate(case)
+    assert row.excluded and "unknown model architecture" in row.excluded
+    assert "pipeline" in (
+        REPORT.evaluate({**case, "model": "llama-3.1-8b", "pp": 2}).excluded or ""
+    )
+
+
+# --- write-up scenarios -----------------------------------------------------------------------
+
+
+def test_llama3_70b_fp16_on_g5_12xlarge_does_not_fit_and_a_suggestion_does() -> None:
+    req = sizing.request_from_options("llama-3-70b", instance="g5.12xlarge", tp=4)
+    result = sizing.size(req)
+    assert not result.fits
+    assert result.weights_gib_per_gpu > result.gpu_total_gib  # ~32.9 GiB of weights per A10G
+    assert result.reasons and result.suggestions
+    for suggestion in result.suggestions:
+        assert suggestion.fits
+        resized = sizing.compute(apply_suggestion(req, suggestion))
+        assert resized.fits, suggestion.change
+        assert resized.kv_cache_gib_per_gpu == pytest.approx(suggestion.kv_cache_gib_per_gpu)
+    changes = {s.field for s in result.suggestions}
+    assert "hardware.instanceType" in changes
+    assert not any(s.value == "fp8" for s in result.suggestions)  # A10G has no FP8
+
+
+def test_llama3_70b_on_p4d_fits_with_little_kv_and_reports_slo_share() -> None:
+    req = dataclasses.replace(
+        sizing.request_from_options("llama-3-70b", instance="p4d.24xlarge", tp=4),
+        slo_concurrent_requests=100,
+        slo_input_tokens=512,
+        slo_output_tokens=256,
+    )
+    result = sizing.size(req)
+    assert result.fits, result.reasons
+    assert 0 < result.kv_cache_gib_per_gpu < 5
+    layout = mem.kv_layout(req.architecture, 4, 2, 16)
+    per_request = mem.pages_per_request(req.architecture, layout, 768, 2048)
+    assert result.slo_requests_per_replica == result.num_gpu_blocks // per_request
+    assert 0 < result.slo_requests_per_replica < 100
+    assert result.replicas_for_slo == math.ceil(100 / result.slo_requests_per_replica)
+    assert result.slo_tokens_per_replica_needed == 100 * 768
+    assert result.suggestions  # one replica cannot carry the SLO: bigger-capacity changes
+    assert all(
+        s.slo_requests_per_replica > result.slo_requests_per_replica for s in result.suggestions
+    )
+
+
+# --- invariants (hypothesis) ------------------------------------------------------------------
+
+MODELS = [
+    "llama-3.1-8b",
+    "llama-3-70b",
+    "qwen2.5-7b",
+    "gemma-2-9b",
+    "mixtral-8x7b",
+    "gpt-oss-20b",
+    "qwen3-30b-a3b",
+    "phi-3-mini-4k",
+    "qwen1.5-moe-a2.7b",
+]
+INSTANCES = ["p5.48xlarge", "p4de.24xlarge", "g6e.48xlarge", "g5.48xlarge"]
+
+
+def _req(model: str, instance: str, **kw: Any) -> sizing.SizingRequest:
+    return dataclasses.replace(sizing.request_from_options(model, instance=instance), **kw)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(MODELS),
+    st.sampled_from(INSTANCES),
+    st.sampled_from(["0.19.0", "0.16.0", "0.21.0", "0.6.3"]),
+)
+def test_more_tp_never_means_less_kv_per_replica(model: str, instance: str, version: str) -> None:
+    base = _req(model, instance, engine_version=version, max_model_len=4096)
+    valid = [
+        tp
+        for tp in (1, 2, 4, 8)
+        if not sizing.tp_problems(base.architecture, tp, dataclasses.replace(base, tp=tp))
+    ]
+    results = [sizing.compute(dataclasses.replace(base, tp=tp)) for tp in valid]
+    for small, big in itertools.pairwise(results):
+        assert big.kv_cache_gib_per_gpu * big.tp >= small.kv_cache_gib_per_gpu * small.tp
+        assert big.kv_cache_tokens >= small.kv_cache_tokens
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.sampled_from(MODELS),
+    st.sampled_from(INSTANCES),
+    st.integers(16, 4096),
+    st.integers(1, 4096),
+    st.sampled_from(["0.19.0", "0.6.3"]),
+)
+def test_longer_context_never_increases_concurrency(
+    model: str, instance: str, short: int, extra: int, version: str
+) -> None:
+    arch = load_architecture(model)
+    longer = min(short + extra, arch.max_position_embeddings)
+    base = _req(model, instance, tp=4 if arch.num_kv_heads % 4 == 0 else 1, engine_version=version)
+    a = sizing.compute(dataclasses.replace(base, max_model_len=short))
+    b = sizing.compute(dataclasses.replace(base, max_model_len=longer))
+    assert b.max_concurrency <= a.max_concurrency
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(MODELS), st.sampled_from(INSTANCES), st.sampled_from([1, 2, 4, 8]))
+def test_fp8_kv_never_reduces_tokens(model: str, instance: str, tp: int) -> None:
+    base = _req(model, instance, tp=tp, max_model_len=4096)
+    auto = sizing.compute(base)
+    fp8 = sizing.compute(dataclasses.replace(base, kv_cache_dtype="fp8"))
+    assert fp8.kv_cache_tokens >= auto.kv_cache_tokens
+    assert fp8.kv_bytes_per_token_per_gpu * 2 == auto.kv_bytes_per_token_per_gpu
+
+
+# --- mechanisms -------------------------------------------------------------------------------
+
+
+def _h100(model: str, **kw: Any) -> sizing.SizingRequest:
+    return dataclasses.replace(sizing.request_from_options(model, gpu="h100"), **kw)
+
+
+def test_tied_embeddings_counted_once_and_vocab_padded_and_sharded() -> None:
+    gemma = load_architecture("gemma-2-9b")
+    parts = mem.weight_breakdown(gemma, None, 1)
+    assert "lm_head" not in parts
+    assert parts["embedding"] == 256000 * 3584 * 2
+    untied = dataclasses.replace(gemma, vocab_size=255999, tie_word_embeddings=False)
+    parts = mem.weight_breakdown(untied, None, 2)
+    assert parts["embedding"] == parts["lm_head"] == 256000 * 3584 * 2 / 2
+
+
+def test_kv_heads_replicated_when_tp_exceeds_them() -> None:
+    arch = load_architecture("llama-3-70b")  # 8 KV heads
+    at8 = mem.weight_breakdown(arch, None, 8)["attention"]
+    at16 = mem.weight_breakdown(arch, None, 16)["attention"]
+    per_layer_kv = 2 * 128 * 8192 * 2  # K and V of one head per GPU, either way
+    q_o = 2 * 8192 * 8192 * 2
+    assert at8 == 80 * (q_o / 8 + per_layer_kv)
+    assert at16 == 80 * (q_o / 16 + per_layer_kv)
+    assert mem.kv_layout(arch, 16, 2, 16).bytes_per_token_per_gpu == 80 * 2 * 1 * 128 * 2
+
+
+def test_quantized_weight_bytes() -> None:
+    arch = load_architecture("llama-3-70b")
+    awq = sizing.compute(_h100("llama-3-70b", quantization="int4-awq"))
+    embed = 2 * 128256 * 8192 * 2 / mem.GIB
+    linear = (arch.total_params - 2 * 128256 * 8192) * (0.5 + 2.5 / 128) / mem.GIB
+    assert awq.weights_gib_per_gpu == pytest.approx(linear + embed, rel=0.01)  # ~37.1 GiB
+    fp8 = sizing.compute(_h100("llama-3.1-8b", quantization="fp8"))
+    assert fp8.weights_gib_per_gpu == pytest.approx(8.49, abs=0.02)  # calibration log
+    moe = load_architecture("mixtral-8x7b")
+    q = mem.REQUESTED_QUANT["int4-awq"]
+    parts = mem.weight_breakdown(moe, q, 1)
+    assert parts["router"] == 32 * 4096 * 8 * 2  # router stays 16-bit
+    assert parts["experts"] == pytest.approx(32 * 8 * 3 * 4096 * 14336 * q.bytes_per_weight)
+
+
+def test_mla_kv_is_576_values_and_not_sharded() -> None:
+    arch = load_architecture("deepseek-v3")
+    for tp in (1, 8):
+        assert mem.kv_layout(arch, tp, 2, 64).bytes_per_token_per_gpu == 61 * 576 * 2
+    result = sizing.compute(_h100("deepseek-v3", tp=8, max_model_len=8192))
+    assert result.block_size == 64
+
+
+def test_hybrid_concurrency_counts_pages_of_every_group() -> None:
+    arch = load_architecture("gemma-2-9b")
+    layout = mem.kv_layout(arch, 1, 2, 16)
+    assert layout.group_size == 21 and layout.groups == ("sliding", "full")
+    assert mem.pages_per_request(arch, layout, 8192, 8192) == 513 + 512
+    assert mem.pages_per_request(arch, layout, 8192, 2048) == (4095 + 2048) // 16 + 1 + 1 + 512
+
+
+def test_version_facts() -> None:
+    assert mem.vllm_facts("0.19.0").default_gmu == 0.9
+    assert mem.vllm_facts("0.21.0").default_gmu == 0.92
+    old = sizing.compute(_h100("llama-3.1-8b", engine_version="0.20.0", gpu_memory_utilization=0.9))
+    new = sizing.compute(_h100("llama-3.1-8b", engine_version="0.21.0", gpu_memory_utilization=0.9))
+    assert new.kv_cache_gib_per_gpu == pytest.approx(
+        old.kv_cache_gib_per_gpu - new.cudagraph_gib, abs=0.01
+    )
+    eager = sizing.compute(_h100("llama-3.1-8b", engine_version="0.21.0", enforce_eager=True))
+    assert eager.cudagraph_gib == 0
+    a16 = sizing.compute(_h100("qwen3-14b", engine_version="0.16.0", max_model_len=8192))
+    a17 = sizing.compute(_h100("qwen3-14b", engine_version="0.17.0", max_model_len=8192))
+    assert a16.activation_gib > 2 * a17.activation_gib  # the 0.16 -> 0.17 drop
+
+
+def test_v0_activation_grows_with_context_without_chunked_prefill() -> None:
+    short = sizing.compute(_h100("llama-3.1-8b", engine_version="0.6.3", max_model_len=4096))
+    long = sizing.compute(_h100("llama-3.1-8b", engine_version="0.6.3", max_model_len=32768))
+    chunked = sizing.compute(_h100("llama-3.1-8b", engine_version="0.6.3", max_model_len=65536))
+    assert long.activation_gib > short.activation_gib
+    assert chunked.max_num_batched_tokens == 2048 < long.max_num_batched_tokens
+    v1 = [
+        sizing.compute(_h100("llama-3.1-8b", max_model_len=n)).activation_gib for n in (4096, 32768)
+    ]
+    assert v1[0] == v1[1]
+
+
+def test_non_torch_by_tp_and_interconnect() -> None:
+    assert mem.non_torch_gib(0.25, 1, True, True) == 0.25
+    assert mem.non_torch_gib(0.25, 2, True, True) == pytest.approx(2.10)
+    assert mem.non_torch_gib(0.25, 4, False, False) < mem.non_torch_gib(0.25, 4, True, False)
+
+
+def test_headroom_for_context_and_cuda_graphs_is_checked() -> None:
+    result = sizing.compute(_h100("llama-3.1-8b", gpu_memory_utilization=0.99))
+    assert not result.fits and any("outside the budget" in r for r in result.reasons)
+    assert result.max_gpu_memory_utilization is not None
+    ok = sizing.compute(
+        _h100("llama-3.1-8b", gpu_memory_utilization=result.max_gpu_memory_utilization)
+    )
+    assert ok.fits
+
+
+def test_gpu_totals_measured_and_derived() -> None:
+    h100 = size_hw.gpu_by_key("h100")
+    a10g = size_hw.gpu_by_key("a10g")
+    a100 = size_hw.gpu_by_key("a100-40")
+    assert h100 is not None and a10g is not None and a100 is not None
+    assert size_hw.gpu_memory(h100) == size_hw.GpuMemory(
+        79.19, size_hw.MEASURED_TOTAL_GIB["h100"][1]
+    )
+    derived = size_hw.gpu_memory(a100)
+    assert derived is not None and "derived" in derived.source
+    assert 39.0 < derived.total_gib < 40.0
+    assert size_hw.gpu_memory(a10g) is not None
+
+
+def test_tp_validity_is_a_reason_not_an_exception() -> None:
+    result = sizing.compute(_h100("qwen3-14b", tp=5))
+    assert not result.fits and any("KV heads" in r for r in result.reasons)
+    result = sizing.compute(
+        sizing.request_from_options("llama-3.1-8b", instance="g6e.xlarge", tp=2)
+    )
+    assert not result.fits and any("exceeds" in r for r in result.reasons)
+    assert result.instance is not None and result.instance.name == "g6e.xlarge"
+
+
+def test_quick_mode_options() -> None:
+    req = sizing.request_from_options("llama-3.1-8b", gpu_memory_gib=40.0, tp=2)
+    assert req.gpu_total_gib == 40.0 and req.nvlink
+    assert sizing.request_from_options("llama-3.1-8b", gpu="a100-40").gpu is not None
+    bads: list[dict[str, Any]] = [
+        {"quantization": "int3"},
+        {"kv_cache_dtype": "fp4"},
+        {"engine": "tgi"},
+        {"gpu": "rtx9090"},
+        {"instance": "x1.large"},
+        {"tp": 0},
+    ]
+    for bad in bads:
+        with pytest.raises(UsageError):
+            sizing.request_from_options("llama-3.1-8b", **{"gpu": "h100", **bad})
+    with pytest.raises(UnknownArchitectureError):
+        sizing.request_from_options("no-such-model", gpu="h100")
+
+
+def _spec(**overrides: Any) -> Spec:
+    data: dict[str, Any] = {
+        "apiVersion": "llmdeploy.dev/v1alpha1",
+        "name": "demo",
+        "model": {"id": "meta-llama/Llama-3.1-8B-Instruct", "architecture": "llama-3.1-8b"},
+        "hardware": {"instanceFamily": "g6e", "tensorParallel": 1},
+        "cluster": {"name": "c", "nodeRole": "r"},
+    }
+    data.update(overrides)
+    return Spec.model_validate(data)
+
+
+def test_size_spec_picks_the_cheapest_fitting_size_of_a_family() -> None:
+    result = sizing.size_spec(_spec())
+    assert result.fits and result.instance is not None
+    members = [i for i in catalog.family_members("g6e") if i.price_usd_hr is not None]
+    assert result.instance.price_usd_hr == min(i.price_usd_hr or 0 for i in members)
+    big = sizing.size_spec(
+        _spec(
+            model={"id": "x", "architecture": "llama-3-70b"},
+            hardware={"instanceFamily": "g6e", "tensorParallel": 4},
+        )
+    )
+    assert big.fits and big.instance is not None and big.instance.gpu_count >= 4
+
+
+def test_size_spec_without_a_fitting_size_reports_the_smallest_valid() -> None:
+    result = sizing.size_spec(
+        _spec(
+            model={"id": "x", "architecture": "llama-3.1-405b"},
+            hardware={"instanceFamily": "g6e", "tensorParallel": 8},
+        )
+    )
+    assert not result.fits and result.instance is not None
+    assert result.instance.name == "g6e.48xlarge"
+
+
+def test_size_spec_errors() -> None:
+    with pytest.raises(SpecError):
+        sizing.size_spec(_spec(hardware={"instanceType": "zz9.large"}))
+    with pytest.raises(UnknownArchitectureError):
+        sizing.size_spec(_spec(model={"id": "x", "architecture": "./nope/config.json"}))
+
+
+def test_trtllm_budget_is_a_fraction_of_memory_free_after_load() -> None:
+    spec = _spec(
+        engine={
+            "type": "trtllm",
+            "tritonVersion": "24.08",
+            "artifactsS3Uri": "s3://bucket/x",
+            "kvCacheFreeGpuMemFraction": 0.8,
+        },
+        hardware={"instanceType": "g6e.xlarge"},
+    )
+    result = sizing.size_spec(spec)
+    assert result.engine == "trtllm" and result.engine_version == "0.12.0"
+    free = (
+        result.gpu_total_gib
+        - result.context_gib
+        - result.weights_gib_per_gpu
+        - result.activation_gib
+        - result.non_torch_gib
+    )
+    assert result.kv_cache_gib_per_gpu == pytest.approx(0.8 * free, abs=0.01)
+    assert result.block_size == 32
+
+
+def test_json_and_table_output() -> None:
+    result = sizing.size(sizing.request_from_options("llama-3-70b", instance="g5.12xlarge", tp=4))
+    data = size_report.to_json(result)
+    keys = list(data)
+    for key in (
+        "fits",
+        "gpu_total_gib",
+        "weights_gib_per_gpu",
+        "kv_cache_gib_per_gpu",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "reasons",
+        "suggestions",
+    ):
+        assert key in keys
+    assert keys[0] == "fits" and data["fits"] is False
+    assert json.loads(json.dumps(data)) == data
+    assert data["suggestions"][0]["changes"]
+    console = Console(record=True, width=120)
+    console.print(size_report.table(result))
+    text = console.export_text()
+    assert "DOES NOT FIT" in text and "suggestions" in text and "KV cache" in text
