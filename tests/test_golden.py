@@ -43,16 +43,24 @@ def compare(expected_dir: Path, files: dict[str, str], update: bool) -> None:
             (expected_dir / name).write_text(text, encoding="utf-8")
         return
     assert expected_dir.is_dir(), f"no golden files at {expected_dir}; run with --update-golden"
-    existing = sorted(p.relative_to(expected_dir).as_posix() for p in expected_dir.rglob("*")
-                      if p.is_file())
+    existing = sorted(
+        p.relative_to(expected_dir).as_posix() for p in expected_dir.rglob("*") if p.is_file()
+    )
     assert existing == sorted(files), "set of rendered files changed"
     problems = []
     for name, text in sorted(files.items()):
         want = (expected_dir / name).read_text(encoding="utf-8")
         if want != text:
-            problems.append("".join(difflib.unified_diff(
-                want.splitlines(keepends=True), text.splitlines(keepends=True),
-                fromfile=f"golden/{name}", tofile=f"rendered/{name}")))
+            problems.append(
+                "".join(
+                    difflib.unified_diff(
+                        want.splitlines(keepends=True),
+                        text.splitlines(keepends=True),
+                        fromfile=f"golden/{name}",
+                        tofile=f"rendered/{name}",
+                    )
+                )
+            )
     assert not problems, "rendered output differs from golden files:\n" + "\n".join(problems)
 
 
@@ -60,8 +68,9 @@ def compare(expected_dir: Path, files: dict[str, str], update: bool) -> None:
 def test_preset_matches_golden(preset: str, crds: object, update_golden: bool) -> None:
     path = pipeline.preset_path(preset)
     assert path is not None
-    files = render_case(f"preset {preset}", path,
-                        f"llmdeploy render --preset {preset} -o deploy", crds)
+    files = render_case(
+        f"preset {preset}", path, f"llmdeploy render --preset {preset} -o deploy", crds
+    )
     compare(GOLDEN / "presets" / preset, files, update_golden)
 
 
@@ -82,7 +91,12 @@ def test_output_is_identical_across_hash_seeds(tmp_path: Path) -> None:
         env = {**os.environ, "PYTHONHASHSEED": seed}
         proc = subprocess.run(
             [sys.executable, "-m", "llmdeploy", "render", "--preset", PRESETS[0], "-o", "-"],
-            capture_output=True, text=True, env=env, check=True, cwd=tmp_path)
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            cwd=tmp_path,
+        )
         outputs.append(proc.stdout)
     assert outputs[0] == outputs[1]
     assert outputs[0].count("\n---\n") + 1 >= 8

@@ -38,11 +38,15 @@ def test_good_spec_loads_with_defaults() -> None:
 
 
 def test_misspelled_keys_and_enum_values_all_reported_with_positions() -> None:
-    text = GOOD.replace("  instanceType: g5.2xlarge", "  instanceType: g5.2xlarge\n  tensorParalel: 2")
+    text = GOOD.replace(
+        "  instanceType: g5.2xlarge", "  instanceType: g5.2xlarge\n  tensorParalel: 2"
+    )
     text += "quantization: int4awq\n"
     out = diags(text)
-    assert "spec.yaml:8:3: unknown field 'tensorParalel' in `hardware` (did you mean " \
+    assert (
+        "spec.yaml:8:3: unknown field 'tensorParalel' in `hardware` (did you mean "
         "'tensorParallel'?)" in out
+    )
     assert any(o.startswith("spec.yaml:12:15:") and "did you mean 'int4-awq'" in o for o in out)
     assert len(out) == 2
 

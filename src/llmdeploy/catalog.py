@@ -131,9 +131,7 @@ def instances() -> dict[str, Instance]:
     out: dict[str, Instance] = {}
     for row in _rows("instances.csv"):
         alloc_match = _ALLOC.search(row["karpenter_allocatable"])
-        alloc = (
-            Allocatable(*(int(g) for g in alloc_match.groups())) if alloc_match else None
-        )
+        alloc = Allocatable(*(int(g) for g in alloc_match.groups())) if alloc_match else None
         interconnect = row["gpu_interconnect"]
         out[row["instance_type"]] = Instance(
             name=row["instance_type"],

@@ -31,10 +31,10 @@ if TYPE_CHECKING:
 
 EPILOG = (
     "Examples:\n\n"
-    "  llmdeploy render --preset llama3-8b-vllm-g5 -o -           # stream to kubectl apply -f -\n\n"
-    "  llmdeploy render spec.yaml -o deploy/ --crd-dir crds/      # one file per resource\n\n"
-    "  llmdeploy render --check spec.yaml -o deploy/             # CI drift check\n\n"
-    "  llmdeploy size spec.yaml                                  # does it fit?\n\n"
+    "  llmdeploy render --preset llama3-8b-vllm-g5 -o -  # stream for kubectl apply -f -\n\n"
+    "  llmdeploy render spec.yaml -o deploy/ --crd-dir crds/  # one file per resource\n\n"
+    "  llmdeploy render --check spec.yaml -o deploy/  # CI drift check\n\n"
+    "  llmdeploy size spec.yaml  # does it fit?\n\n"
     "  llmdeploy size --model llama-3-70b --instance g5.12xlarge --tp 4\n\n"
     "Exit codes: 0 ok, 1 internal error, 2 usage, 3 invalid spec, 4 does not fit, "
     "5 validation failed, 6 drift, 7 I/O (docs/exit-codes.md)."
@@ -107,11 +107,11 @@ def _fail(exc: LlmdeployError) -> NoReturn:
 
 
 def _suggestion_text(s: Any) -> str:
-    change = getattr(s, "change", None)
-    if change is None and isinstance(s, dict):
-        change = s.get("change")
-    detail = getattr(s, "summary", None) or getattr(s, "detail", None)
-    return f"{change}" + (f" ({detail})" if detail else "")
+    verdict = "fits" if s.fits else "still does not fit"
+    return (
+        f"{s.change}: {verdict}, {s.kv_cache_gib_per_gpu:.2f} GiB KV cache per GPU, "
+        f"{s.slo_requests_per_replica} of the SLO's requests per replica"
+    )
 
 
 def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -196,13 +196,15 @@ def _load_specs(specs: list[Path], preset: str | None) -> list[LoadedSpec]:
             errors.extend(exc.diagnostics)
     if errors:
         raise SpecError(errors)
-    names: dict[tuple[str, str], str] = {}
+    seen: dict[tuple[str, str], str] = {}
     for ls in loaded_all:
         key = (ls.spec.namespace, ls.spec.name)
-        if key in names:
-            raise UsageError(f"{ls.label}: name {key[1]!r} in namespace {key[0]!r} is already "
-                             f"used by {names[key]}")
-        names[key] = ls.label
+        if key in seen:
+            raise UsageError(
+                f"{ls.label}: name {key[1]!r} in namespace {key[0]!r} is already "
+                f"used by {seen[key]}"
+            )
+        seen[key] = ls.label
     return loaded_all
 
 
@@ -224,8 +226,10 @@ def _print_report(report: Any, only_problems: bool = False) -> None:
 def _not_validated_note(report: Any) -> None:
     missing = sorted({r.kind for r in report.not_validated})
     if missing:
-        _err(f"warning: custom kinds not validated (no CRD given; use --crd-dir): "
-             f"{', '.join(missing)}")
+        _err(
+            f"warning: custom kinds not validated (no CRD given; use --crd-dir): "
+            f"{', '.join(missing)}"
+        )
 
 
 # --- render -----------------------------------------------------------------------------------
@@ -257,8 +261,15 @@ def render(
     _run(_render, specs or [], preset, output, check, force, crd_dir, kube_version)
 
 
-def _render(specs: list[Path], preset: str | None, output: str, check: bool, force: bool,
-            crd_dir: list[Path] | None, kube_version: str | None) -> None:
+def _render(
+    specs: list[Path],
+    preset: str | None,
+    output: str,
+    check: bool,
+    force: bool,
+    crd_dir: list[Path] | None,
+    kube_version: str | None,
+) -> None:
     from llmdeploy import pipeline, render, write
 
     loaded = _load_specs(specs, preset)
@@ -266,8 +277,12 @@ def _render(specs: list[Path], preset: str | None, output: str, check: bool, for
     source_words = [f"--preset {preset}"] if preset else [shlex.quote(str(s)) for s in specs]
     command = "llmdeploy render " + " ".join(source_words) + f" -o {shlex.quote(output)}"
     fleet = len(loaded) > 1 or any(p.is_dir() for p in specs)
-    results = [pipeline.render_loaded(ls, header_command=command, crds=crds,
-                                      kube_version=kube_version, force=force) for ls in loaded]
+    results = [
+        pipeline.render_loaded(
+            ls, header_command=command, crds=crds, kube_version=kube_version, force=force
+        )
+        for ls in loaded
+    ]
     files: dict[str, str] = {}
     executable: set[str] = set()
     for res in results:
@@ -280,11 +295,14 @@ def _render(specs: list[Path], preset: str | None, output: str, check: bool, for
         head = render.header("a fleet of specs", command)
         subdirs = [f"{res.loaded.spec.name}" for res in results]
         files["kustomization.yaml"] = head + render.render_template(
-            "k8s/kustomization.yaml.j2", files=subdirs)
+            "k8s/kustomization.yaml.j2", files=subdirs
+        )
     for res in results:
         if not res.sizing.fits:
-            _err(f"warning: {res.loaded.label}: rendered with --force although it does not fit: "
-                 + "; ".join(res.sizing.reasons))
+            _err(
+                f"warning: {res.loaded.label}: rendered with --force although it does not fit: "
+                + "; ".join(res.sizing.reasons)
+            )
         _not_validated_note(res.report)
     if output == "-":
         if check:
@@ -309,8 +327,10 @@ def _render(specs: list[Path], preset: str | None, output: str, check: bool, for
         _err(f"{root}: up to date ({len(files)} files)")
         return
     removed = write.write_tree(root, files, executable)
-    _err(f"wrote {len(files)} files to {root}"
-         + (f"; removed {len(removed)} stale: {', '.join(removed)}" if removed else ""))
+    _err(
+        f"wrote {len(files)} files to {root}"
+        + (f"; removed {len(removed)} stale: {', '.join(removed)}" if removed else "")
+    )
 
 
 # --- size -------------------------------------------------------------------------------------
@@ -345,14 +365,41 @@ def size(
 
     Exit 0 when it fits, 4 when it does not.
     """
-    _run(_size, spec, preset, model, instance, gpu, gpu_memory_gib, tp, quantization,
-         kv_cache_dtype, max_model_len, gpu_memory_utilization, engine, engine_version, as_json)
+    _run(
+        _size,
+        spec,
+        preset,
+        model,
+        instance,
+        gpu,
+        gpu_memory_gib,
+        tp,
+        quantization,
+        kv_cache_dtype,
+        max_model_len,
+        gpu_memory_utilization,
+        engine,
+        engine_version,
+        as_json,
+    )
 
 
-def _size(spec: Path | None, preset: str | None, model: str | None, instance: str | None,
-          gpu: str | None, gpu_memory_gib: float | None, tp: int, quantization: str,
-          kv_cache_dtype: str, max_model_len: int | None, gpu_memory_utilization: float | None,
-          engine: str, engine_version: str | None, as_json: bool) -> None:
+def _size(
+    spec: Path | None,
+    preset: str | None,
+    model: str | None,
+    instance: str | None,
+    gpu: str | None,
+    gpu_memory_gib: float | None,
+    tp: int,
+    quantization: str,
+    kv_cache_dtype: str,
+    max_model_len: int | None,
+    gpu_memory_utilization: float | None,
+    engine: str,
+    engine_version: str | None,
+    as_json: bool,
+) -> None:
     from llmdeploy import size as sizing_mod
     from llmdeploy import size_report
 
@@ -362,10 +409,19 @@ def _size(spec: Path | None, preset: str | None, model: str | None, instance: st
         if sum(x is not None for x in (instance, gpu, gpu_memory_gib)) != 1:
             raise UsageError("quick mode needs exactly one of --instance, --gpu, --gpu-memory-gib")
         req = sizing_mod.request_from_options(
-            model, instance=instance, gpu=gpu, gpu_memory_gib=gpu_memory_gib, tp=tp,
-            quantization=quantization, kv_cache_dtype=kv_cache_dtype,
-            max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-            engine=engine, engine_version=engine_version, base_dir=Path.cwd())
+            model,
+            instance=instance,
+            gpu=gpu,
+            gpu_memory_gib=gpu_memory_gib,
+            tp=tp,
+            quantization=quantization,
+            kv_cache_dtype=kv_cache_dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            engine=engine,
+            engine_version=engine_version,
+            base_dir=Path.cwd(),
+        )
         result = sizing_mod.size(req)
     else:
         loaded = _load_specs([spec] if spec is not None else [], preset)[0]
@@ -400,8 +456,9 @@ def _validate(paths: list[Path], crd_dir: list[Path] | None, kube_version: str |
     from llmdeploy import check
 
     crds = _crd_registry(crd_dir)
-    report = check.check_paths(paths, crds=crds,
-                               kube_version=kube_version or check.DEFAULT_KUBE_VERSION)
+    report = check.check_paths(
+        paths, crds=crds, kube_version=kube_version or check.DEFAULT_KUBE_VERSION
+    )
     _print_report(report)
     valid = sum(1 for r in report.results if r.status == "valid")
     invalid = sum(1 for r in report.results if r.status == "invalid")
@@ -435,8 +492,10 @@ def _presets_list() -> None:
         assert path is not None
         s = load.load_spec_file(path).spec
         where = s.hardware.instance_type or f"{s.hardware.instance_family} (auto size)"
-        sys.stdout.write(f"{name:40} {s.engine.type:7} {s.model.id}  TP{s.hardware.tensor_parallel} "
-                         f"{s.quantization}  {where}\n")
+        sys.stdout.write(
+            f"{name:40} {s.engine.type:7} {s.model.id}  TP{s.hardware.tensor_parallel} "
+            f"{s.quantization}  {where}\n"
+        )
 
 
 @presets_app.command("show")
@@ -450,8 +509,9 @@ def _presets_show(name: str) -> None:
 
     path = pipeline.preset_path(name)
     if path is None:
-        raise UsageError(f"unknown preset {name!r}; available: "
-                         f"{', '.join(pipeline.preset_names())}")
+        raise UsageError(
+            f"unknown preset {name!r}; available: {', '.join(pipeline.preset_names())}"
+        )
     sys.stdout.write(path.read_text(encoding="utf-8"))
 
 
@@ -495,10 +555,12 @@ def _atomic_write(dest: Path, text: str) -> None:
 
 @app.command()
 def init(
-    preset: Annotated[str, typer.Option("--preset", "-p", help="Preset to start from.")] =
-    "llama3-8b-vllm-g5",
-    output: Annotated[str, typer.Option("--output", "-o", help="File to write, or '-'.")] =
-    "llmdeploy.yaml",
+    preset: Annotated[
+        str, typer.Option("--preset", "-p", help="Preset to start from.")
+    ] = "llama3-8b-vllm-g5",
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="File to write, or '-'.")
+    ] = "llmdeploy.yaml",
     overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
 ) -> None:
     """Write a commented starter spec (with a schema comment for editor autocompletion)."""
@@ -513,8 +575,9 @@ def _init(preset: str, output: str, overwrite: bool) -> None:
 
     path = pipeline.preset_path(preset)
     if path is None:
-        raise UsageError(f"unknown preset {preset!r}; available: "
-                         f"{', '.join(pipeline.preset_names())}")
+        raise UsageError(
+            f"unknown preset {preset!r}; available: {', '.join(pipeline.preset_names())}"
+        )
     from llmdeploy.spec import json_schema
 
     body = path.read_text(encoding="utf-8")

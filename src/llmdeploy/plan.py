@@ -149,8 +149,13 @@ def startup_budget_seconds(spec: Spec, model_gib: float, downloads_in_main: bool
 
 def startup_probe(path: str, port: str, budget_seconds: int) -> Probe:
     period = 10
-    return Probe(path=path, port=port, period=period,
-                 failure_threshold=max(3, math.ceil(budget_seconds / period)), timeout=5)
+    return Probe(
+        path=path,
+        port=port,
+        period=period,
+        failure_threshold=max(3, math.ceil(budget_seconds / period)),
+        timeout=5,
+    )
 
 
 def readiness_probe(path: str, port: str) -> Probe:
@@ -163,8 +168,9 @@ def liveness_probe(path: str, port: str) -> Probe:
     return Probe(path=path, port=port, period=20, failure_threshold=6, timeout=10)
 
 
-def nodepool_plan(spec: Spec, instance: Instance, name: str,
-                  labels: tuple[KV, ...]) -> NodePoolPlan:
+def nodepool_plan(
+    spec: Spec, instance: Instance, name: str, labels: tuple[KV, ...]
+) -> NodePoolPlan:
     reqs = [
         Requirement("node.kubernetes.io/instance-type", "In", (instance.name,)),
         Requirement("karpenter.k8s.aws/instance-family", "In", (instance.family,)),
@@ -179,7 +185,12 @@ def nodepool_plan(spec: Spec, instance: Instance, name: str,
         labels=labels,
         requirements=tuple(reqs),
         taints=(Toleration(GPU_RESOURCE, "Equal", "NoSchedule", "true"),),
-        node_labels=(KV("llmdeploy.dev/gpu", instance.gpu.karpenter_name),),
+        # nvidia.com/gpu.present lets the stock NVIDIA device-plugin chart schedule onto these
+        # nodes without node-feature-discovery.
+        node_labels=(
+            KV("llmdeploy.dev/gpu", instance.gpu.karpenter_name),
+            KV("nvidia.com/gpu.present", "true"),
+        ),
         expire_after=spec.cluster.expire_after,
         # Cap on draining a node that expires while pods carry karpenter.sh/do-not-disrupt.
         termination_grace_period="1h",
@@ -206,8 +217,9 @@ def root_volume_gib(spec: Spec, instance: Instance, pod_ephemeral_gib: int) -> i
     return max(spec.cluster.root_volume_gib, ROOT_VOLUME_SYSTEM_GIB + pods * pod_ephemeral_gib)
 
 
-def nodeclass_plan(spec: Spec, instance: Instance, name: str,
-                   labels: tuple[KV, ...], pod_ephemeral_gib: int) -> NodeClassPlan:
+def nodeclass_plan(
+    spec: Spec, instance: Instance, name: str, labels: tuple[KV, ...], pod_ephemeral_gib: int
+) -> NodeClassPlan:
     return NodeClassPlan(
         name=name,
         labels=labels,
@@ -246,41 +258,56 @@ def monitor_plan(spec: Spec, port: str, labels: tuple[KV, ...]) -> MonitorPlan |
     if m.kind == "none":
         return None
     extra = tuple(KV(k, v) for k, v in sorted(m.labels.items()))
-    return MonitorPlan(kind=m.kind, labels=labels + extra, port=port, path="/metrics",
-                       interval=m.interval)
+    return MonitorPlan(
+        kind=m.kind, labels=labels + extra, port=port, path="/metrics", interval=m.interval
+    )
 
 
-def netpol_plan(spec: Spec, client_ports: tuple[int, ...],
-                metrics_ports: tuple[int, ...]) -> NetpolPlan | None:
+def netpol_plan(
+    spec: Spec, client_ports: tuple[int, ...], metrics_ports: tuple[int, ...]
+) -> NetpolPlan | None:
     n = spec.network
     if not n.network_policy:
         return None
     clients = n.client_namespaces if n.client_namespaces is not None else (spec.namespace,)
-    return NetpolPlan(client_namespaces=tuple(clients), client_ports=client_ports,
-                      prometheus_namespace=n.prometheus_namespace, metrics_ports=metrics_ports)
+    return NetpolPlan(
+        client_namespaces=tuple(clients),
+        client_ports=client_ports,
+        prometheus_namespace=n.prometheus_namespace,
+        metrics_ports=metrics_ports,
+    )
 
 
 def resource_list(plan_has: dict[str, bool]) -> tuple[Resource, ...]:
     out = []
     for kind in KIND_ORDER:
         if plan_has.get(kind, False):
-            out.append(Resource(kind=kind, filename=f"{kind.lower()}.yaml",
-                                template=f"k8s/{kind.lower()}.yaml.j2"))
+            out.append(
+                Resource(
+                    kind=kind,
+                    filename=f"{kind.lower()}.yaml",
+                    template=f"k8s/{kind.lower()}.yaml.j2",
+                )
+            )
     return tuple(out)
 
 
 def meta_for(spec: Spec, component: str) -> Meta:
-    return Meta(name=spec.name, namespace=spec.namespace,
-                labels=labels_for(spec, component, engine_version(spec)),
-                selector=selector_for(spec))
+    return Meta(
+        name=spec.name,
+        namespace=spec.namespace,
+        labels=labels_for(spec, component, engine_version(spec)),
+        selector=selector_for(spec),
+    )
 
 
 def generator_version() -> str:
     return __version__
 
 
-def make_plan(spec: Spec, instance: Instance, weights_gib_total: float,
-              header_command: str) -> Plan:
+def make_plan(
+    spec: Spec, instance: Instance, weights_gib_total: float, header_command: str
+) -> Plan:
     """Dispatch to the engine's planner."""
     if spec.engine.type == "vllm":
         from llmdeploy.plan_vllm import plan_vllm

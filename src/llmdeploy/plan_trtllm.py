@@ -44,11 +44,12 @@ RUN_AS_USER = 1000
 
 def _engine_cache_gib(weights_gib_total: float) -> int:
     # Engine + tokenizer + model repository, with 20% and 10 GiB of headroom.
-    return int(math.ceil(weights_gib_total * 1.2 + 10))
+    return math.ceil(weights_gib_total * 1.2 + 10)
 
 
-def plan_triton(spec: Spec, instance: Instance, weights_gib_total: float,
-                header_command: str) -> Plan:
+def plan_triton(
+    spec: Spec, instance: Instance, weights_gib_total: float, header_command: str
+) -> Plan:
     engine = spec.engine
     assert isinstance(engine, TrtllmEngine)
     tp = spec.hardware.tensor_parallel

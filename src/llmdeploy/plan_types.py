@@ -74,10 +74,11 @@ class Container:
 @dataclass(frozen=True)
 class Volume:
     name: str
-    kind: str  # emptyDir | memory | pvc | configMap
+    kind: str  # emptyDir | memory | pvc | configMap | secret
     size_limit: str | None = None
     claim: str | None = None
     config_map: str | None = None
+    secret: str | None = None  # Secret name (kind secret)
     read_only: bool = False
     items: tuple[KV, ...] = ()  # configMap key -> path
 

@@ -35,15 +35,19 @@ from llmdeploy.plan_types import (
     Volume,
     WorkloadPlan,
 )
+from llmdeploy.size_memory import vllm_facts
 from llmdeploy.spec import Spec, VllmEngine
 
 HTTP_PORT = 8000
 MODEL_DIR = "/models"
 # Pinned, never `latest`: the AWS CLI image used by the S3 init container.
 AWS_CLI_IMAGE = "amazon/aws-cli:2.22.0"
+# The Hugging Face token is mounted as a file, never put in the environment: huggingface_hub
+# reads the file named by HF_TOKEN_PATH when HF_TOKEN is unset (huggingface_hub constants.py).
+HF_TOKEN_DIR = "/var/run/secrets/huggingface"
 # vLLM images run as root by default; we run as an unprivileged user with HOME and caches on
 # writable emptyDirs, so the root filesystem can stay read-only.
-RUN_AS_USER = 1000
+RUN_AS_USER = 10001
 
 
 def _image(engine: VllmEngine) -> str:
@@ -52,7 +56,7 @@ def _image(engine: VllmEngine) -> str:
 
 def _cache_gib(weights_gib_total: float) -> int:
     # Room for the checkpoint plus 20% and 10 GiB for compile caches and logs.
-    return int(math.ceil(weights_gib_total * 1.2 + 10))
+    return math.ceil(weights_gib_total * 1.2 + 10)
 
 
 def vllm_options(spec: Spec, model_arg: str) -> dict[str, object]:
@@ -61,7 +65,8 @@ def vllm_options(spec: Spec, model_arg: str) -> dict[str, object]:
     s = spec.serving
     gmu = s.gpu_memory_utilization
     if gmu is None:
-        gmu = vllm_args.default_gpu_memory_utilization(engine.version)
+        # The version's own default, the same figure the sizing check used.
+        gmu = vllm_facts(engine.version).default_gmu
     opts: dict[str, object] = {
         "host": "0.0.0.0",
         "port": HTTP_PORT,
@@ -84,8 +89,9 @@ def vllm_options(spec: Spec, model_arg: str) -> dict[str, object]:
     return opts
 
 
-def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float,
-              header_command: str) -> Plan:
+def plan_vllm(
+    spec: Spec, instance: Instance, weights_gib_total: float, header_command: str
+) -> Plan:
     engine = spec.engine
     assert isinstance(engine, VllmEngine)
     tp = spec.hardware.tensor_parallel
@@ -95,10 +101,7 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float,
     pool_name = dns_name("llmdeploy", spec.namespace, spec.name)
     cache_gib = _cache_gib(weights_gib_total)
 
-    if loading.mode == "huggingface":
-        model_arg = spec.model.id
-    else:
-        model_arg = f"{MODEL_DIR}/model"
+    model_arg = spec.model.id if loading.mode == "huggingface" else f"{MODEL_DIR}/model"
     args = vllm_args.build_args(engine.version, model_arg, vllm_options(spec, model_arg))
 
     env = [
@@ -109,13 +112,6 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float,
         EnvVar("VLLM_NO_USAGE_STATS", "1"),
         EnvVar("DO_NOT_TRACK", "1"),
     ]
-    if loading.mode == "huggingface":
-        secret = loading.hf_token_secret
-        if secret is not None:
-            env.append(EnvVar("HF_TOKEN", secret_name=secret.name, secret_key=secret.key))
-    else:
-        env.append(EnvVar("HF_HUB_OFFLINE", "1"))
-
     mounts = [
         Mount("dshm", "/dev/shm"),
         Mount("home", "/home/vllm"),
@@ -126,6 +122,16 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float,
         Volume("home", "emptyDir", size_limit="20Gi"),
         Volume("tmp", "emptyDir", size_limit="10Gi"),
     ]
+    if loading.mode == "huggingface":
+        secret = loading.hf_token_secret
+        if secret is not None:
+            env.append(EnvVar("HF_TOKEN_PATH", f"{HF_TOKEN_DIR}/token"))
+            mounts.append(Mount("hf-token", HF_TOKEN_DIR, read_only=True))
+            volumes.append(
+                Volume("hf-token", "secret", secret=secret.name, items=(KV(secret.key, "token"),))
+            )
+    else:
+        env.append(EnvVar("HF_HUB_OFFLINE", "1"))
     init: list[Container] = []
     ephemeral_gib = 30 + cache_gib if loading.mode != "pvc" else 30
     if loading.mode == "pvc":
@@ -137,21 +143,30 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float,
         volumes.append(Volume("models", "emptyDir", size_limit=f"{cache_gib}Gi"))
     if loading.mode == "s3":
         assert loading.s3_uri is not None
-        init.append(Container(
-            name="fetch-model",
-            image=AWS_CLI_IMAGE,
-            command=("aws",),
-            args=("s3", "sync", "--only-show-errors", "--no-progress", loading.s3_uri,
-                  f"{MODEL_DIR}/model"),
-            env=(EnvVar("HOME", "/tmp"),),
-            ports=(),
-            mounts=(Mount("models", MODEL_DIR), Mount("tmp", "/tmp")),
-            resources=Resources(cpu="2", memory="4Gi", ephemeral_storage=None, gpus=0),
-            run_as_user=RUN_AS_USER,
-        ))
+        init.append(
+            Container(
+                name="fetch-model",
+                image=AWS_CLI_IMAGE,
+                command=("aws",),
+                args=(
+                    "s3",
+                    "sync",
+                    "--only-show-errors",
+                    "--no-progress",
+                    loading.s3_uri,
+                    f"{MODEL_DIR}/model",
+                ),
+                env=(EnvVar("HOME", "/tmp"),),
+                ports=(),
+                mounts=(Mount("models", MODEL_DIR), Mount("tmp", "/tmp")),
+                resources=Resources(cpu="2", memory="4Gi", ephemeral_storage=None, gpus=0),
+                run_as_user=RUN_AS_USER,
+            )
+        )
 
-    budget = startup_budget_seconds(spec, weights_gib_total,
-                                    downloads_in_main=loading.mode == "huggingface")
+    budget = startup_budget_seconds(
+        spec, weights_gib_total, downloads_in_main=loading.mode == "huggingface"
+    )
     server = Container(
         name="vllm",
         image=_image(engine),
@@ -184,8 +199,7 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float,
     )
     served = spec.model.served_name or spec.model.id
     metric = vllm_args.metric_name(engine.version, "waiting")
-    query = (f'sum({metric}{{namespace="{spec.namespace}",'
-             f'model_name="{_promql_escape(served)}"}})')
+    query = f'sum({metric}{{namespace="{spec.namespace}",model_name="{_promql_escape(served)}"}})'
     monitor = monitor_plan(spec, "http", meta.labels)
     netpol = netpol_plan(spec, (HTTP_PORT,), (HTTP_PORT,))
     has = {
@@ -200,7 +214,7 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float,
         "PodMonitor": monitor is not None and monitor.kind == "PodMonitor",
         "ScaledObject": True,
     }
-    sa_annotations = ()
+    sa_annotations: tuple[KV, ...] = ()
     if spec.service_account.iam_role_arn:
         sa_annotations = (KV("eks.amazonaws.com/role-arn", spec.service_account.iam_role_arn),)
     return Plan(

@@ -27,6 +27,10 @@ _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 _INSTANCE_FAMILY = re.compile(r"^[a-z][a-z0-9-]*$")
 _VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([.-]?(post|rc)\d+)?$")
 _DURATION = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
+_IMAGE = re.compile(
+    r"^(?P<name>[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
+    r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@sha256:(?P<digest>[0-9a-f]{64}))?$"
+)
 
 Quantization = Literal["none", "fp8", "int8", "int4-awq", "int4-gptq"]
 KvCacheDtype = Literal["auto", "fp8"]
@@ -65,7 +69,8 @@ class ModelLoading(_Model):
         description="Secret holding a Hugging Face token (never the token itself). null: none.",
     )
     s3_uri: str | None = Field(
-        None, description="s3://bucket/prefix holding the model files (mode s3).",
+        None,
+        description="s3://bucket/prefix holding the model files (mode s3).",
         pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$",
     )
     pvc_name: str | None = Field(None, description="PersistentVolumeClaim name (mode pvc).")
@@ -114,6 +119,21 @@ class VllmEngine(_Model):
         ),
     )
     enforce_eager: bool = Field(False, description="Disable CUDA graphs (saves memory, slower).")
+
+    @field_validator("image")
+    @classmethod
+    def _pinned(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        m = _IMAGE.match(v)
+        if m is None:
+            raise ValueError(f"not an image reference: {v!r}")
+        if m.group("digest") is None and m.group("tag") in (None, "latest"):
+            raise ValueError(
+                f"image {v!r} is not pinned: use a release tag (e.g. :v0.19.0) or a @sha256 "
+                "digest, never `latest`"
+            )
+        return v
 
     @field_validator("version")
     @classmethod
@@ -215,7 +235,15 @@ class Slo(_Model):
 
 
 class Autoscaling(_Model):
-    min_replicas: int = Field(1, ge=0, le=1000)
+    min_replicas: int = Field(
+        1,
+        ge=1,
+        le=1000,
+        description=(
+            "At least 1: the queue metric KEDA reads only exists while a replica runs, so a "
+            "deployment scaled to zero would never scale back up on it."
+        ),
+    )
     max_replicas: int = Field(4, ge=1, le=1000)
     waiting_requests_per_replica: int = Field(
         10, ge=1, description="Queue depth per replica that triggers a scale-out."
@@ -335,10 +363,8 @@ class Monitoring(_Model):
 class Spec(_Model):
     """One model deployment."""
 
-    api_version: Literal["llmdeploy.dev/v1alpha1"] = Field(
-        ..., description="Spec format version."
-    )
-    kind: Literal["ModelDeployment"] = KIND
+    api_version: Literal["llmdeploy.dev/v1alpha1"] = Field(..., description="Spec format version.")
+    kind: Literal["ModelDeployment"] = "ModelDeployment"
     name: str = Field(
         ...,
         min_length=1,
