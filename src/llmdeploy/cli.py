@@ -6,6 +6,7 @@ that need them, so ``llmdeploy --version`` and ``--help`` stay fast.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import sys
@@ -175,7 +176,7 @@ def _load_specs(specs: list[Path], preset: str | None) -> list[LoadedSpec]:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"unknown preset {preset!r}{hint}; available: {', '.join(names)}")
         loaded = load.load_spec_file(path)
-        return [load.LoadedSpec(spec=loaded.spec, path=path, label=f"preset {preset}")]
+        return [dataclasses.replace(loaded, label=f"preset {preset}")]
     if not specs:
         raise UsageError("give a spec file (or a directory of specs), or --preset NAME")
     files: list[Path] = []

@@ -14,7 +14,7 @@ import difflib
 import types
 import typing
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
@@ -37,6 +37,17 @@ class LoadedSpec:
     spec: Spec
     path: Path | None  # None for a built-in preset
     label: str  # what diagnostics and headers call the file
+    positions: Mapping[Path_, tuple[int, int]] = field(default_factory=dict, compare=False)
+    lines: tuple[str, ...] = field(default=(), compare=False)
+
+    def diagnostic(self, key_path: str, message: str, hint: str | None = None) -> Diagnostic:
+        """A diagnostic located at a dotted spec path such as ``engine.version`` (the nearest
+        enclosing key that exists in the file)."""
+        path: Path_ = tuple(key_path.split("."))
+        line, col = _nearest(self.positions, path)
+        src = self.lines[line - 1] if line is not None and 0 < line <= len(self.lines) else None
+        return Diagnostic(message=message, file=self.label, line=line, column=col, hint=hint,
+                          source_line=src)
 
 
 def _yaml() -> YAML:
@@ -112,6 +123,8 @@ class _BadKey(Exception):
 
 def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]]:
     """Parse one YAML document into plain values plus a path → (line, col) map."""
+    line: int | None
+    col: int | None
     lines = text.splitlines()
     tab = next((i for i, ln in enumerate(lines) if "\t" in ln[: len(ln) - len(ln.lstrip())]),
                None)
@@ -134,6 +147,11 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
         raise SpecError([_diag(label, lines, f"YAML: {problem}", line, col, hint)]) from None
     except YAMLError as exc:
         raise SpecError([Diagnostic(f"YAML: {exc}", file=label)]) from None
+    except RecursionError:  # ruamel's composer recurses once per nesting level
+        raise SpecError([Diagnostic("YAML: nested too deeply", file=label,
+                                    hint="a spec is at most a few levels deep")]) from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise SpecError([Diagnostic(f"YAML: {exc}", file=label)]) from None
     docs = [d for d in docs if d is not None]
     if len(docs) != 1:
         raise SpecError([Diagnostic(
@@ -151,6 +169,9 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
         line, col = _nearest(positions, exc.path)
         raise SpecError([_diag(label, lines, f"mapping key {exc.key!r} is not a string", line,
                                col, "quote the key")]) from None
+    except RecursionError:
+        raise SpecError([Diagnostic("YAML: nested too deeply", file=label,
+                                    hint="a spec is at most a few levels deep")]) from None
     if not isinstance(data, dict):
         raise SpecError([_diag(label, lines, "a spec is a YAML mapping", 1, 1)])
     return data, positions
@@ -200,7 +221,7 @@ def load_spec_text(text: str, label: str, path: Path | None = None) -> LoadedSpe
         spec = Spec.model_validate(data)
     except pydantic.ValidationError as exc:
         raise SpecError(_diagnostics(exc, positions, lines, label)) from None
-    return LoadedSpec(spec=spec, path=path, label=label)
+    return LoadedSpec(spec=spec, path=path, label=label, positions=positions, lines=tuple(lines))
 
 
 # --- mapping pydantic errors to positions and suggestions -------------------------------------
@@ -215,21 +236,21 @@ def _model_at(loc: Path_) -> tuple[type[pydantic.BaseModel] | None, Path_]:
         if model is None:
             data_path.append(part)
             continue
-        field = _field_by_alias(model, part)
-        if field is None:
+        finfo = _field_by_alias(model, part)
+        if finfo is None:
             # a discriminated-union tag such as "trtllm" (not part of the data path)
             continue
         data_path.append(part)
-        model = _submodel(field.annotation, loc, len(data_path))
+        model = _submodel(finfo.annotation, loc, len(data_path))
     if loc:
         data_path.append(loc[-1])
     return model, tuple(data_path)
 
 
 def _field_by_alias(model: type[pydantic.BaseModel], key: str | int) -> Any:
-    for name, field in model.model_fields.items():
-        if key in (field.alias, name):
-            return field
+    for name, info in model.model_fields.items():
+        if key in (info.alias, name):
+            return info
     return None
 
 

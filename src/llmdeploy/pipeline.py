@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmdeploy.errors import DoesNotFitError, ValidationFailedError
+from llmdeploy.errors import (
+    DoesNotFitError,
+    ExitCode,
+    LlmdeployError,
+    SpecError,
+    UnsupportedFlagError,
+    ValidationFailedError,
+)
 from llmdeploy.load import LoadedSpec
 
 
@@ -44,7 +52,8 @@ def render_loaded(
 
     spec = loaded.spec
     base_dir = loaded.path.parent if loaded.path is not None else None
-    sizing = size.size_spec(spec, base_dir)
+    with _located(loaded, "model.architecture"):
+        sizing = size.size_spec(spec, base_dir)
     if not sizing.fits and not force:
         raise DoesNotFitError(
             f"{loaded.label}: this configuration cannot start: " + "; ".join(sizing.reasons),
@@ -53,7 +62,9 @@ def render_loaded(
     if sizing.instance is None:
         raise DoesNotFitError(f"{loaded.label}: no instance type fits", sizing)
     weights_total = float(sizing.weights_gib_per_gpu) * spec.hardware.tensor_parallel
-    the_plan = plan.make_plan(spec, sizing.instance, weights_total, header_command)
+    version_key = "engine.version" if spec.engine.type == "vllm" else "engine.tritonVersion"
+    with _located(loaded, version_key):
+        the_plan = plan.make_plan(spec, sizing.instance, weights_total, header_command)
     files = render.render_plan(the_plan, loaded.label)
     report = check.check_documents(
         yaml_documents(files),
@@ -67,6 +78,25 @@ def render_loaded(
             report,
         )
     return Rendered(loaded=loaded, sizing=sizing, files=files, report=report)
+
+
+@contextlib.contextmanager
+def _located(loaded: LoadedSpec, key_path: str) -> Iterator[None]:
+    """Give errors raised by later stages a FILE:LINE:COL in the spec."""
+    try:
+        yield
+    except UnsupportedFlagError as exc:
+        raise SpecError([loaded.diagnostic(key_path, exc.message)]) from None
+    except SpecError as exc:
+        diags = [
+            d if d.line is not None else loaded.diagnostic(key_path, d.message, d.hint)
+            for d in exc.diagnostics
+        ]
+        raise type(exc)(diags) from None
+    except LlmdeployError as exc:
+        if exc.exit_code != ExitCode.SPEC:
+            raise
+        raise SpecError([loaded.diagnostic(key_path, exc.message)]) from None
 
 
 def preset_dir() -> Path:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal
 
+from llmdeploy import errors
+
 DEFAULT_VLLM_VERSION: Final = "0.19.0"
 OLDEST_SUPPORTED_VERSION: Final = "0.6.0"
 # Newest release whose parser was run. Forms with `until=None` are assumed to continue after it.
@@ -59,18 +61,19 @@ _CLI_ARGS_062 = "vllm/entrypoints/openai/cli_args.py@v0.6.2"
 _CLI_ARGS_0190 = "vllm/entrypoints/openai/cli_args.py@v0.19.0"
 
 
-class UnsupportedFlagError(ValueError):
+class UnsupportedFlagError(errors.UnsupportedFlagError, ValueError):
     """A requested flag (or flag value) does not exist in the requested vLLM version."""
 
     def __init__(self, flag: str, version: str, reason: str) -> None:
-        super().__init__(f"{flag} is not supported by vLLM {version}: {reason}")
-        self.flag = flag
-        self.version = version
-        self.reason = reason
+        super().__init__(flag, version, reason)
+        self.message = f"{flag} is not supported by vLLM {version}: {reason}"
+        self.args = (self.message,)
 
 
-class UnsupportedVersionError(ValueError):
+class UnsupportedVersionError(errors.LlmdeployError, ValueError):
     """The version string cannot be parsed, or is older than llmdeploy supports."""
+
+    exit_code = errors.ExitCode.SPEC
 
 
 @dataclass(frozen=True)
