@@ -375,8 +375,13 @@ def _spec(**overrides: Any) -> Spec:
 def test_size_spec_picks_the_cheapest_fitting_size_of_a_family() -> None:
     result = sizing.size_spec(_spec())
     assert result.fits and result.instance is not None
-    members = [i for i in catalog.family_members("g6e") if i.price_usd_hr is not None]
+    # The cheapest size whose pod share also has the host CPU and memory a server needs
+    # (g6e.xlarge's 4 vCPU leave 2 cores after DaemonSets: not offered).
+    members = [
+        i for i in catalog.family_members("g6e") if i.price_usd_hr is not None and i.hosts_pod(1)
+    ]
     assert result.instance.price_usd_hr == min(i.price_usd_hr or 0 for i in members)
+    assert result.instance.name == "g6e.2xlarge"
     big = sizing.size_spec(
         _spec(
             model={"id": "x", "architecture": "llama-3-70b"},

@@ -56,6 +56,18 @@ class Allocatable:
     pods: int
 
 
+# Share of a node kept free for DaemonSets (aws-node, kube-proxy, NVIDIA device plugin, DCGM
+# exporter, node exporter, EBS/EFS CSI): 1 vCPU and 4 GiB per node, before dividing the rest
+# between the model pods that share the node.
+DAEMONSET_CPU_MILLI = 1000
+DAEMONSET_MEMORY_MIB = 4096
+# Host resources a serving pod needs besides its GPUs: the API server, the engine core and one
+# worker per GPU, tokenizers and the safetensors loader. Smaller shares are not offered when
+# llmdeploy picks the size of an instance family.
+MIN_POD_CPU_MILLI = 4000
+MIN_POD_MEMORY_MIB = 16 * 1024
+
+
 @dataclass(frozen=True)
 class Instance:
     name: str
@@ -77,6 +89,30 @@ class Instance:
     @property
     def size(self) -> str:
         return self.name.split(".", 1)[1]
+
+    def pods_per_node(self, tp: int) -> int:
+        return max(1, self.gpu_count // tp)
+
+    def pod_share(self, tp: int) -> tuple[int, int]:
+        """(CPU millicores, memory MiB) one model pod of TP GPUs may request on this node.
+
+        Karpenter's allocatable figures already exclude kubelet and system reservations;
+        DaemonSets get a fixed slice; the rest is divided between the model pods the node holds.
+        """
+        share = self.pods_per_node(tp)
+        alloc = self.allocatable
+        if alloc is None:
+            cpu_milli = int(self.vcpus * 1000 * 0.9) - DAEMONSET_CPU_MILLI
+            mem_mib = int(self.memory_gib * 1024 * 0.85) - DAEMONSET_MEMORY_MIB
+        else:
+            cpu_milli = alloc.cpu_millicores - DAEMONSET_CPU_MILLI
+            mem_mib = alloc.memory_mib - DAEMONSET_MEMORY_MIB
+        return cpu_milli // share, mem_mib // share
+
+    def hosts_pod(self, tp: int) -> bool:
+        """Enough GPUs, CPU and memory for one model pod of TP GPUs."""
+        cpu, mem = self.pod_share(tp)
+        return self.gpu_count >= tp and cpu >= MIN_POD_CPU_MILLI and mem >= MIN_POD_MEMORY_MIB
 
 
 def _num(cell: str) -> float | None:

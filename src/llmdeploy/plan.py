@@ -35,12 +35,6 @@ PART_OF = "llmdeploy"
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_TAINT = Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule", value=None)
 
-# Share of a node kept free for DaemonSets (aws-node, kube-proxy, NVIDIA device plugin, DCGM
-# exporter, node exporter, EBS/EFS CSI): 1 vCPU and 4 GiB per node, before dividing the rest
-# between the model pods that share the node.
-DAEMONSET_CPU_MILLI = 1000
-DAEMONSET_MEMORY_MIB = 4096
-
 # /dev/shm: NCCL and the CUDA IPC buffers of the tensor-parallel workers live there. 2 GiB per
 # GPU in the pod, at least 2 GiB, capped at 32 GiB (NVIDIA runs Triton with --shm-size=2g per
 # process; vLLM's docs use --ipc=host or several GiB for TP > 1).
@@ -100,28 +94,17 @@ def engine_version(spec: Spec) -> str:
 
 
 def pods_per_node(instance: Instance, tp: int) -> int:
-    return max(1, instance.gpu_count // tp)
+    return instance.pods_per_node(tp)
 
 
 def pod_resources(instance: Instance, tp: int, ephemeral_gib: int | None) -> Resources:
-    """CPU and memory as this pod's share of the node's allocatable, never more than fits.
-
-    Karpenter's allocatable figures (shared/reference/instances.csv) already exclude kubelet
-    and system reservations; DaemonSets get a fixed slice; the rest is divided between the
-    model pods the node can hold (GPUs per instance / TP).
-    """
-    share = pods_per_node(instance, tp)
-    alloc = instance.allocatable
-    if alloc is None:
-        cpu_milli = int(instance.vcpus * 1000 * 0.9) - DAEMONSET_CPU_MILLI
-        mem_mib = int(instance.memory_gib * 1024 * 0.85) - DAEMONSET_MEMORY_MIB
-    else:
-        cpu_milli = alloc.cpu_millicores - DAEMONSET_CPU_MILLI
-        mem_mib = alloc.memory_mib - DAEMONSET_MEMORY_MIB
-    cpu = max(1000, cpu_milli // share // 1000 * 1000)  # whole cores: Guaranteed QoS, no throttle
-    mem_gib = max(4, mem_mib // share // 1024)
+    """CPU and memory as this pod's share of the node's allocatable, never more than fits
+    (``catalog.Instance.pod_share``); whole cores, requests equal limits (Guaranteed QoS)."""
+    cpu_milli, mem_mib = instance.pod_share(tp)
+    cpu = max(1, cpu_milli // 1000)
+    mem_gib = max(4, mem_mib // 1024)
     return Resources(
-        cpu=str(cpu // 1000),
+        cpu=str(cpu),
         memory=f"{mem_gib}Gi",
         ephemeral_storage=f"{ephemeral_gib}Gi" if ephemeral_gib else None,
         gpus=tp,

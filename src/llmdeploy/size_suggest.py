@@ -54,7 +54,11 @@ def size_for_hardware(
             ]
         )
     ordered = sorted(members, key=lambda i: _price_key(i, base.tp))
-    valid = [m for m in ordered if m.gpu_count >= base.tp]
+    # Enough GPUs, and host CPU/memory for the pod (catalog.Instance.hosts_pod); fall back to
+    # GPU count alone when no size of the family has the host resources.
+    valid = [m for m in ordered if m.hosts_pod(base.tp)] or [
+        m for m in ordered if m.gpu_count >= base.tp
+    ]
     for inst in valid:
         if compute(request_for_instance(base, inst)).fits:
             return size(request_for_instance(base, inst))

