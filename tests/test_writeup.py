@@ -37,8 +37,13 @@ def test_karpenter_and_keda_mistakes_absent(preset: str, crds: object) -> None:
     docs = docs_of(rendered(preset, crds))
     pool, nodeclass, scaled = docs["NodePool"], docs["EC2NodeClass"], docs["ScaledObject"]
     keys = [r["key"] for r in pool["spec"]["template"]["spec"]["requirements"]]
-    well_known_prefixes = ("karpenter.k8s.aws/", "karpenter.sh/", "kubernetes.io/",
-                           "node.kubernetes.io/", "topology.kubernetes.io/")
+    well_known_prefixes = (
+        "karpenter.k8s.aws/",
+        "karpenter.sh/",
+        "kubernetes.io/",
+        "node.kubernetes.io/",
+        "topology.kubernetes.io/",
+    )
     assert all(k.startswith(well_known_prefixes) for k in keys), keys
     assert "category" not in keys and "instance-family" not in keys
     assert "karpenter.k8s.aws/instance-family" in keys
@@ -78,8 +83,13 @@ def test_vllm_mistakes_absent(preset: str, crds: object) -> None:
 def test_trtllm_mistakes_absent(crds: object) -> None:
     files = rendered("llama3-70b-trtllm-int4awq-p4d", crds)
     script = files["build-engine.sh"]
-    for bad in ("--max_output_len", "--use_custom_all_reduce", "--plugin_weight_only_quant_type",
-                "ttrt_ckpt", "/app/TensorRT-LLM/examples"):
+    for bad in (
+        "--max_output_len",
+        "--use_custom_all_reduce",
+        "--plugin_weight_only_quant_type",
+        "ttrt_ckpt",
+        "/app/TensorRT-LLM/examples",
+    ):
         assert bad not in script
     assert "--qformat int4_awq" in script.replace("'", "")
     docs = docs_of(files)
@@ -91,8 +101,12 @@ def test_trtllm_mistakes_absent(crds: object) -> None:
     assert len(set(prefixes)) == 4
     assert "launch_triton_server.py" not in shlex.join(words)
     repo = docs["ConfigMap"]["data"]
-    assert {"ensemble.config.pbtxt", "preprocessing.config.pbtxt",
-            "tensorrt_llm.config.pbtxt", "postprocessing.config.pbtxt"} <= set(repo)
+    assert {
+        "ensemble.config.pbtxt",
+        "preprocessing.config.pbtxt",
+        "tensorrt_llm.config.pbtxt",
+        "postprocessing.config.pbtxt",
+    } <= set(repo)
 
 
 WRITEUP_G5 = """\

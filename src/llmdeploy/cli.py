@@ -98,7 +98,8 @@ def _fail(exc: LlmdeployError) -> NoReturn:
         _err("  (use --force to render anyway; `llmdeploy size` shows the full breakdown)")
     elif isinstance(exc, ValidationFailedError):
         _err(f"error: {exc.message}")
-        _print_report(exc.report, only_problems=True)
+        if exc.report is not None:
+            _print_report(exc.report, only_problems=True)
     elif isinstance(exc, DriftError):
         sys.stdout.write(exc.diff)
         _err(f"error: {exc.message}")
@@ -228,7 +229,7 @@ def _not_validated_note(report: Any) -> None:
     missing = sorted({r.kind for r in report.not_validated})
     if missing:
         _err(
-            f"warning: custom kinds not validated (no CRD given; use --crd-dir): "
+            f"warning: custom kinds not validated (no CRD for them; give --crd-dir): "
             f"{', '.join(missing)}"
         )
 
@@ -273,11 +274,24 @@ def _render(
 ) -> None:
     from llmdeploy import pipeline, render, write
 
+    if check and output == "-":
+        raise UsageError("--check needs -o DIR")
     loaded = _load_specs(specs, preset)
     crds = _crd_registry(crd_dir)
     source_words = [f"--preset {preset}"] if preset else [shlex.quote(str(s)) for s in specs]
     command = "llmdeploy render " + " ".join(source_words) + f" -o {shlex.quote(output)}"
+    if force:
+        command += " --force"
     fleet = len(loaded) > 1 or any(p.is_dir() for p in specs)
+    if fleet:
+        by_name: dict[str, str] = {}
+        for ls in loaded:
+            other = by_name.setdefault(ls.spec.name, ls.label)
+            if other != ls.label:
+                raise UsageError(
+                    f"{ls.label}: name {ls.spec.name!r} is also used by {other}; in a fleet each "
+                    "spec renders into a subdirectory named after it, so names must be unique"
+                )
     results = [
         pipeline.render_loaded(
             ls, header_command=command, crds=crds, kube_version=kube_version, force=force
@@ -306,8 +320,6 @@ def _render(
             )
         _not_validated_note(res.report)
     if output == "-":
-        if check:
-            raise UsageError("--check needs -o DIR")
         skipped = []
         out = []
         for name, text in files.items():
@@ -466,7 +478,7 @@ def _validate(paths: list[Path], crd_dir: list[Path] | None, kube_version: str |
     skipped = len(report.not_validated)
     sys.stdout.write(f"{valid} valid, {invalid} invalid, {skipped} not validated\n")
     if not report.ok:
-        raise ValidationFailedError(f"{invalid} invalid document(s)", report)
+        raise ValidationFailedError(f"{invalid} invalid document(s)", None)  # already printed
 
 
 # --- presets, schema, init --------------------------------------------------------------------

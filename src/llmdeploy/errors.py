@@ -94,10 +94,14 @@ class ValidationFailedError(LlmdeployError):
         self.report = report
 
 
-class CheckInputError(LlmdeployError):
-    """A manifest or CRD given to ``validate`` could not be read or parsed."""
+class InputError(LlmdeployError):
+    """An input file or directory could not be read."""
 
     exit_code = ExitCode.IO
+
+
+class CheckInputError(InputError):
+    """A manifest or CRD given to ``validate`` could not be read or parsed."""
 
 
 class UnsupportedFlagError(LlmdeployError):

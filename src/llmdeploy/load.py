@@ -23,11 +23,12 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
-from llmdeploy.errors import Diagnostic, SpecError
+from llmdeploy.errors import Diagnostic, InputError, SpecError
 from llmdeploy.spec import API_VERSION, Spec
 
 MAX_BYTES = 1_048_576
 MAX_NODES = 20_000
+MAX_DEPTH = 32  # a spec is at most four levels deep; anything far deeper is hostile
 
 Path_ = tuple[str | int, ...]
 
@@ -46,8 +47,9 @@ class LoadedSpec:
         path: Path_ = tuple(key_path.split("."))
         line, col = _nearest(self.positions, path)
         src = self.lines[line - 1] if line is not None and 0 < line <= len(self.lines) else None
-        return Diagnostic(message=message, file=self.label, line=line, column=col, hint=hint,
-                          source_line=src)
+        return Diagnostic(
+            message=message, file=self.label, line=line, column=col, hint=hint, source_line=src
+        )
 
 
 def _yaml() -> YAML:
@@ -56,16 +58,30 @@ def _yaml() -> YAML:
     return yaml
 
 
-def _diag(label: str, lines: list[str], message: str, line: int | None, col: int | None,
-          hint: str | None = None) -> Diagnostic:
+def _diag(
+    label: str,
+    lines: list[str],
+    message: str,
+    line: int | None,
+    col: int | None,
+    hint: str | None = None,
+) -> Diagnostic:
     src = lines[line - 1] if line is not None and 0 < line <= len(lines) else None
-    return Diagnostic(message=message, file=label, line=line, column=col, hint=hint,
-                      source_line=src)
+    return Diagnostic(
+        message=message, file=label, line=line, column=col, hint=hint, source_line=src
+    )
 
 
-def _plain(node: Any, positions: dict[Path_, tuple[int, int]], path: Path_,
-           budget: list[int], memo: dict[int, int]) -> Any:
+def _plain(
+    node: Any,
+    positions: dict[Path_, tuple[int, int]],
+    path: Path_,
+    budget: list[int],
+    memo: dict[int, int],
+) -> Any:
     """Convert ruamel nodes to plain Python values, recording positions; count expanded nodes."""
+    if len(path) > MAX_DEPTH:
+        raise RecursionError("nested too deeply")
     budget[0] -= 1
     if budget[0] < 0:
         raise _TooLarge(path)
@@ -126,12 +142,21 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
     line: int | None
     col: int | None
     lines = text.splitlines()
-    tab = next((i for i, ln in enumerate(lines) if "\t" in ln[: len(ln) - len(ln.lstrip())]),
-               None)
+    tab = next((i for i, ln in enumerate(lines) if "\t" in ln[: len(ln) - len(ln.lstrip())]), None)
     if tab is not None:
         col = lines[tab].index("\t") + 1
-        raise SpecError([_diag(label, lines, "tab character in indentation; YAML indents with "
-                               "spaces", tab + 1, col, "replace the tab with spaces")])
+        raise SpecError(
+            [
+                _diag(
+                    label,
+                    lines,
+                    "tab character in indentation; YAML indents with spaces",
+                    tab + 1,
+                    col,
+                    "replace the tab with spaces",
+                )
+            ]
+        )
     try:
         docs = list(_yaml().load_all(text))
     except MarkedYAMLError as exc:
@@ -141,44 +166,90 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
         problem = exc.problem or exc.context or "invalid YAML"
         hint = None
         if "duplicate key" in str(problem) or type(exc).__name__ == "DuplicateKeyError":
-            problem = "duplicate key " + str(exc.problem).split('"')[1] if '"' in str(
-                exc.problem) else "duplicate key"
+            problem = (
+                "duplicate key " + str(exc.problem).split('"')[1]
+                if '"' in str(exc.problem)
+                else "duplicate key"
+            )
             hint = "each key may appear once in a mapping"
         raise SpecError([_diag(label, lines, f"YAML: {problem}", line, col, hint)]) from None
     except YAMLError as exc:
         raise SpecError([Diagnostic(f"YAML: {exc}", file=label)]) from None
     except RecursionError:  # ruamel's composer recurses once per nesting level
-        raise SpecError([Diagnostic("YAML: nested too deeply", file=label,
-                                    hint="a spec is at most a few levels deep")]) from None
+        raise SpecError(
+            [
+                Diagnostic(
+                    "YAML: nested too deeply",
+                    file=label,
+                    hint="a spec is at most a few levels deep",
+                )
+            ]
+        ) from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise SpecError([Diagnostic(f"YAML: {exc}", file=label)]) from None
     docs = [d for d in docs if d is not None]
     if len(docs) != 1:
-        raise SpecError([Diagnostic(
-            f"expected exactly one YAML document, found {len(docs)}", file=label, line=1,
-            column=1, source_line=lines[0] if lines else None)])
+        raise SpecError(
+            [
+                Diagnostic(
+                    f"expected exactly one YAML document, found {len(docs)}",
+                    file=label,
+                    line=1,
+                    column=1,
+                    source_line=lines[0] if lines else None,
+                )
+            ]
+        )
     positions: dict[Path_, tuple[int, int]] = {}
     try:
         data = _plain(docs[0], positions, (), [MAX_NODES], {})
     except _TooLarge as exc:
         line, col = _nearest(positions, exc.path)
-        raise SpecError([_diag(label, lines, f"document expands to more than {MAX_NODES} "
-                               "nodes (anchors/aliases?); refusing to expand it", line, col,
-                               "a spec needs no anchors or aliases")]) from None
+        raise SpecError(
+            [
+                _diag(
+                    label,
+                    lines,
+                    f"document expands to more than {MAX_NODES} "
+                    "nodes (anchors/aliases?); refusing to expand it",
+                    line,
+                    col,
+                    "a spec needs no anchors or aliases",
+                )
+            ]
+        ) from None
     except _BadKey as exc:
         line, col = _nearest(positions, exc.path)
-        raise SpecError([_diag(label, lines, f"mapping key {exc.key!r} is not a string", line,
-                               col, "quote the key")]) from None
+        raise SpecError(
+            [
+                _diag(
+                    label,
+                    lines,
+                    f"mapping key {exc.key!r} is not a string",
+                    line,
+                    col,
+                    "quote the key",
+                )
+            ]
+        ) from None
     except RecursionError:
-        raise SpecError([Diagnostic("YAML: nested too deeply", file=label,
-                                    hint="a spec is at most a few levels deep")]) from None
+        raise SpecError(
+            [
+                Diagnostic(
+                    "YAML: nested too deeply",
+                    file=label,
+                    hint="a spec is at most a few levels deep",
+                )
+            ]
+        ) from None
     if not isinstance(data, dict):
         raise SpecError([_diag(label, lines, "a spec is a YAML mapping", 1, 1)])
     return data, positions
 
 
-def _nearest(positions: Mapping[Path_, tuple[int, int]], path: Path_) -> tuple[int | None,
-                                                                                int | None]:
+def _nearest(
+    positions: Mapping[Path_, tuple[int, int]], path: Path_
+) -> tuple[int | None, int | None]:
     for end in range(len(path), 0, -1):
         if path[:end] in positions:
             return positions[path[:end]]
@@ -189,19 +260,26 @@ def read_text(path: Path, label: str) -> str:
     try:
         size = path.stat().st_size
     except OSError as exc:
-        raise SpecError([Diagnostic(f"cannot read spec: {exc.strerror}", file=label)]) from None
+        raise InputError(f"{label}: cannot read spec: {exc.strerror}") from None
     if size > MAX_BYTES:
-        raise SpecError([Diagnostic(f"spec is {size} bytes; the limit is {MAX_BYTES}",
-                                    file=label)])
+        raise SpecError([Diagnostic(f"spec is {size} bytes; the limit is {MAX_BYTES}", file=label)])
     raw = path.read_bytes()
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         col = exc.start - (raw.rfind(b"\n", 0, exc.start) + 1) + 1
-        raise SpecError([Diagnostic(f"file is not UTF-8 (byte 0x{raw[exc.start]:02x})",
-                                    file=label, line=line, column=col,
-                                    hint="save the file as UTF-8")]) from None
+        raise SpecError(
+            [
+                Diagnostic(
+                    f"file is not UTF-8 (byte 0x{raw[exc.start]:02x})",
+                    file=label,
+                    line=line,
+                    column=col,
+                    hint="save the file as UTF-8",
+                )
+            ]
+        ) from None
 
 
 def load_spec_file(path: Path) -> LoadedSpec:
@@ -215,8 +293,18 @@ def load_spec_text(text: str, label: str, path: Path | None = None) -> LoadedSpe
     data, positions = parse_yaml(text, label)
     lines = text.splitlines()
     if "apiVersion" not in data:
-        raise SpecError([_diag(label, lines, "missing `apiVersion`", 1, 1,
-                               f"add `apiVersion: {API_VERSION}` as the first line")])
+        raise SpecError(
+            [
+                _diag(
+                    label,
+                    lines,
+                    "missing `apiVersion`",
+                    1,
+                    1,
+                    f"add `apiVersion: {API_VERSION}` as the first line",
+                )
+            ]
+        )
     try:
         spec = Spec.model_validate(data)
     except pydantic.ValidationError as exc:
@@ -280,8 +368,12 @@ def _aliases(model: type[pydantic.BaseModel]) -> list[str]:
     return [f.alias or n for n, f in model.model_fields.items()]
 
 
-def _diagnostics(exc: pydantic.ValidationError, positions: Mapping[Path_, tuple[int, int]],
-                 lines: list[str], label: str) -> list[Diagnostic]:
+def _diagnostics(
+    exc: pydantic.ValidationError,
+    positions: Mapping[Path_, tuple[int, int]],
+    lines: list[str],
+    label: str,
+) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     seen: set[tuple[Path_, str]] = set()
     for err in exc.errors(include_url=False):
@@ -294,8 +386,9 @@ def _diagnostics(exc: pydantic.ValidationError, positions: Mapping[Path_, tuple[
             key = str(path[-1]) if path else ""
             allowed = _aliases(model) if model is not None else []
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-            message = f"unknown field {key!r}" + (f" in `{'.'.join(map(str, path[:-1]))}`"
-                                                   if len(path) > 1 else "")
+            message = f"unknown field {key!r}" + (
+                f" in `{'.'.join(map(str, path[:-1]))}`" if len(path) > 1 else ""
+            )
             if close:
                 message += f" (did you mean {close[0]!r}?)"
             else:
@@ -309,8 +402,7 @@ def _diagnostics(exc: pydantic.ValidationError, positions: Mapping[Path_, tuple[
             choices = [c.strip().strip("'") for c in expected.replace(" or ", ",").split(",")]
             got = err.get("input")
             message = f"`{where}`: {got!r} is not one of {expected}"
-            close = difflib.get_close_matches(str(got), [c for c in choices if c], n=1,
-                                              cutoff=0.5)
+            close = difflib.get_close_matches(str(got), [c for c in choices if c], n=1, cutoff=0.5)
             if close:
                 message += f" (did you mean {close[0]!r}?)"
             line, col = _nearest(positions, path)
@@ -326,7 +418,7 @@ def _diagnostics(exc: pydantic.ValidationError, positions: Mapping[Path_, tuple[
         else:
             msg = str(err["msg"])
             if msg.startswith("Value error, "):
-                msg = msg[len("Value error, "):]
+                msg = msg[len("Value error, ") :]
             message = f"`{where}`: {msg}"
             line, col = _nearest(positions, path)
         key_ = (path, message)

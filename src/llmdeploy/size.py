@@ -276,7 +276,7 @@ def request_from_options(
                 f"unknown GPU {gpu!r}: expected one of {', '.join(size_hw.gpu_keys())}"
             )
         return dataclasses.replace(base, gpu=found, nvlink=size_hw.gpu_has_nvlink(found))
-    if gpu_memory_gib is None or gpu_memory_gib <= 0:
+    if gpu_memory_gib is None or not math.isfinite(gpu_memory_gib) or gpu_memory_gib <= 0:
         raise UsageError("give one of --instance, --gpu or --gpu-memory-gib (> 0)")
     # interconnect unknown: NVLink's larger all-reduce buffers are the cautious assumption
     return dataclasses.replace(base, gpu_total_gib=gpu_memory_gib, nvlink=tp > 1)

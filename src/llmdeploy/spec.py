@@ -9,6 +9,7 @@ that need catalogs or arithmetic live in ``size`` and ``plan``.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -31,6 +32,54 @@ _IMAGE = re.compile(
     r"^(?P<name>[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
     r"(:(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?(@sha256:(?P<digest>[0-9a-f]{64}))?$"
 )
+
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+
+
+def _check_dns_label(v: str) -> str:
+    if len(v) > 63 or not _DNS1123_LABEL.match(v):
+        raise ValueError(
+            f"{v!r} is not a DNS-1123 label (at most 63 lowercase letters, digits and '-', "
+            "starting and ending with a letter or digit)"
+        )
+    return v
+
+
+def _check_label_key(key: str) -> None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        raise ValueError(f"label key {key!r}: prefix {prefix!r} is not a DNS-1123 subdomain")
+    if len(name) > 63 or not _LABEL_NAME.match(name):
+        raise ValueError(
+            f"label key {key!r}: name must be 1-63 characters of [A-Za-z0-9-_.], starting and "
+            "ending alphanumeric"
+        )
+
+
+def _check_label_value(key: str, value: str) -> None:
+    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+        raise ValueError(
+            f"label {key!r}: value {value!r} must be at most 63 characters of [A-Za-z0-9-_.], "
+            "starting and ending alphanumeric (or empty)"
+        )
+
+
+def _check_cli_word(v: str | None, what: str) -> str | None:
+    """A value passed to an engine command line as one word: not empty, no leading '-', no
+    control characters (it would read as an option or break the process arguments)."""
+    if v is None:
+        return v
+    if not v.strip():
+        raise ValueError(f"{what} must not be empty")
+    if v.startswith("-"):
+        raise ValueError(f"{what} {v!r} must not start with '-' (it would read as an option)")
+    if any(unicodedata.category(ch) in {"Cc", "Cs", "Zl", "Zp"} for ch in v):
+        raise ValueError(f"{what} {v!r} contains control or line-break characters")
+    return v
+
 
 Quantization = Literal["none", "fp8", "int8", "int4-awq", "int4-gptq"]
 KvCacheDtype = Literal["auto", "fp8"]
@@ -73,7 +122,11 @@ class ModelLoading(_Model):
         description="s3://bucket/prefix holding the model files (mode s3).",
         pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$",
     )
-    pvc_name: str | None = Field(None, description="PersistentVolumeClaim name (mode pvc).")
+    pvc_name: str | None = Field(
+        None,
+        description="PersistentVolumeClaim name (mode pvc).",
+        pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
+    )
 
     @model_validator(mode="after")
     def _mode_fields(self) -> ModelLoading:
@@ -104,6 +157,21 @@ class ModelSpec(_Model):
         None, description="Name clients use in the OpenAI API; defaults to `id`."
     )
     loading: ModelLoading = Field(default_factory=ModelLoading)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        return _check_cli_word(v, "model id") or v
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, v: str | None) -> str | None:
+        return _check_cli_word(v, "model revision")
+
+    @field_validator("served_name")
+    @classmethod
+    def _served(cls, v: str | None) -> str | None:
+        return _check_cli_word(v, "servedName")
 
 
 class VllmEngine(_Model):
@@ -160,7 +228,10 @@ class TrtllmEngine(_Model):
     )
     max_batch_size: int = Field(64, ge=1, le=4096, description="trtllm-build --max_batch_size.")
     max_input_len: int | None = Field(
-        None, ge=1, description="trtllm-build --max_input_len; defaults to maxModelLen."
+        None,
+        ge=1,
+        le=10_485_760,
+        description="trtllm-build --max_input_len; defaults to maxModelLen.",
     )
     kv_cache_free_gpu_mem_fraction: float = Field(
         0.9, gt=0, le=1, description="Fraction of memory free after load given to the KV cache."
@@ -211,9 +282,14 @@ class Hardware(_Model):
 class Serving(_Model):
     max_model_len: int = Field(8192, ge=16, le=10_485_760, description="Max tokens per sequence.")
     max_num_batched_tokens: int | None = Field(
-        None, ge=16, description="Tokens per scheduler step (vLLM serve default 8192)."
+        None,
+        ge=16,
+        le=10_485_760,
+        description="Tokens per scheduler step (vLLM serve default 8192).",
     )
-    max_num_seqs: int | None = Field(None, ge=1, description="Max concurrent sequences/replica.")
+    max_num_seqs: int | None = Field(
+        None, ge=1, le=65_536, description="Max concurrent sequences/replica."
+    )
     gpu_memory_utilization: float | None = Field(
         None,
         gt=0,
@@ -226,12 +302,19 @@ class Serving(_Model):
 
 class Slo(_Model):
     concurrent_requests: int = Field(
-        16, ge=1, description="Expected concurrent requests at peak, across all replicas."
+        16,
+        ge=1,
+        le=10_000_000,
+        description="Expected concurrent requests at peak, across all replicas.",
     )
-    input_tokens: int = Field(512, ge=1, description="Typical prompt length.")
-    output_tokens: int = Field(256, ge=1, description="Typical completion length.")
-    ttft_ms: int | None = Field(None, ge=1, description="Time-to-first-token target (p99).")
-    itl_ms: int | None = Field(None, ge=1, description="Inter-token latency target (p99).")
+    input_tokens: int = Field(512, ge=1, le=10_485_760, description="Typical prompt length.")
+    output_tokens: int = Field(256, ge=1, le=10_485_760, description="Typical completion length.")
+    ttft_ms: int | None = Field(
+        None, ge=1, le=3_600_000, description="Time-to-first-token target (p99)."
+    )
+    itl_ms: int | None = Field(
+        None, ge=1, le=3_600_000, description="Inter-token latency target (p99)."
+    )
 
 
 class Autoscaling(_Model):
@@ -246,11 +329,11 @@ class Autoscaling(_Model):
     )
     max_replicas: int = Field(4, ge=1, le=1000)
     waiting_requests_per_replica: int = Field(
-        10, ge=1, description="Queue depth per replica that triggers a scale-out."
+        10, ge=1, le=100_000, description="Queue depth per replica that triggers a scale-out."
     )
-    polling_interval: int = Field(15, ge=1, description="KEDA pollingInterval (seconds).")
+    polling_interval: int = Field(15, ge=1, le=3600, description="KEDA pollingInterval (seconds).")
     cooldown_period: int = Field(
-        300, ge=0, description="KEDA cooldownPeriod (only applies to scaling to zero)."
+        300, ge=0, le=86_400, description="KEDA cooldownPeriod (only applies to scaling to zero)."
     )
     scale_down_stabilization: int = Field(
         600, ge=0, le=3600, description="HPA scale-down stabilization window (seconds)."
@@ -283,7 +366,7 @@ class Cluster(_Model):
     capacity_types: tuple[CapacityType, ...] = Field(
         ("on-demand",), min_length=1, description="Karpenter capacity types, in preference."
     )
-    gpu_limit: int = Field(64, ge=1, description="NodePool limit on nvidia.com/gpu.")
+    gpu_limit: int = Field(64, ge=1, le=100_000, description="NodePool limit on nvidia.com/gpu.")
     ami_alias: str = Field(
         "al2023@v20251108",
         description=(
@@ -348,6 +431,18 @@ class Network(_Model):
     )
     network_policy: bool = Field(True, description="Render a NetworkPolicy.")
 
+    @field_validator("client_namespaces")
+    @classmethod
+    def _clients(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for ns in v or ():
+            _check_dns_label(ns)
+        return v
+
+    @field_validator("prometheus_namespace")
+    @classmethod
+    def _prom(cls, v: str) -> str:
+        return _check_dns_label(v)
+
 
 class Monitoring(_Model):
     kind: Literal["ServiceMonitor", "PodMonitor", "none"] = Field(
@@ -358,6 +453,14 @@ class Monitoring(_Model):
         description="Extra labels so your Prometheus selects the monitor (e.g. release: kps).",
     )
     interval: str = Field("15s", pattern=r"^[0-9]+(ms|s|m)$")
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            _check_label_key(key)
+            _check_label_value(key, value)
+        return v
 
 
 class Spec(_Model):

@@ -68,6 +68,11 @@ def write_tree(root: Path, files: Mapping[str, str], executable: Iterable[str] =
                 fh.write(text)
             target.chmod(0o755 if name in execs else 0o644)
         if not root.exists():
+            # mkdtemp creates the staging directory 0700; give the output directory the mode
+            # a plain mkdir would (0777 minus the umask), like its subdirectories.
+            umask = os.umask(0)
+            os.umask(umask)
+            staging.chmod(0o777 & ~umask)
             os.replace(staging, root)
             return []
         stale = sorted(generated_files(root) - set(files))
@@ -78,9 +83,11 @@ def write_tree(root: Path, files: Mapping[str, str], executable: Iterable[str] =
             if dest.exists() and not is_generated(dest):
                 raise OutputError(f"refusing to overwrite {dest}: llmdeploy did not generate it")
         for name in sorted(files):
-            dest = root / rels[name]
+            dest, new = root / rels[name], staging / rels[name]
+            if _same_file(dest, new):
+                continue  # unchanged: keep its mtime, so a second run is a no-op
             dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(staging / rels[name], dest)
+            os.replace(new, dest)
         for name in stale:
             (root / name).unlink()
             _prune_empty(root, (root / name).parent)
@@ -89,6 +96,13 @@ def write_tree(root: Path, files: Mapping[str, str], executable: Iterable[str] =
         raise OutputError(f"cannot write {root}: {exc}") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _same_file(old: Path, new: Path) -> bool:
+    if not old.is_file():
+        return False
+    same_mode = (old.stat().st_mode & 0o777) == (new.stat().st_mode & 0o777)
+    return same_mode and old.read_bytes() == new.read_bytes()
 
 
 def _prune_empty(root: Path, directory: Path) -> None:
@@ -107,9 +121,12 @@ def diff_tree(root: Path, files: Mapping[str, str]) -> str:
         new = files.get(name, "")
         if old == new:
             continue
-        chunks.extend(difflib.unified_diff(
-            old.splitlines(keepends=True), new.splitlines(keepends=True),
-            fromfile=f"a/{name}" if path.is_file() else "/dev/null",
-            tofile=f"b/{name}" if name in files else "/dev/null",
-        ))
+        chunks.extend(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                fromfile=f"a/{name}" if path.is_file() else "/dev/null",
+                tofile=f"b/{name}" if name in files else "/dev/null",
+            )
+        )
     return "".join(chunks)

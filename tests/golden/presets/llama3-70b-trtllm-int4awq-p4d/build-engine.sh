@@ -131,4 +131,4 @@ aws s3 rm --only-show-errors s3://example-model-store/llama3-70b-int4awq-tp4/bui
 aws s3 sync --only-show-errors --delete /workspace/llmdeploy/llama3-70b-trt/engine s3://example-model-store/llama3-70b-int4awq-tp4/engine/
 aws s3 sync --only-show-errors --delete "$TOKENIZER_OUT" s3://example-model-store/llama3-70b-int4awq-tp4/tokenizer/
 aws s3 cp --only-show-errors "$BUILD_ROOT/build-info.json" s3://example-model-store/llama3-70b-int4awq-tp4/build-info.json
-log "uploaded to s3://example-model-store/llama3-70b-int4awq-tp4/"
+log 'uploaded to s3://example-model-store/llama3-70b-int4awq-tp4/'
