@@ -225,8 +225,8 @@ def _print_report(report: Any, only_problems: bool = False) -> None:
             _err(f"{where}: note: {note}")
 
 
-def _not_validated_note(report: Any) -> None:
-    missing = sorted({r.kind for r in report.not_validated})
+def _not_validated_note(reports: list[Any]) -> None:
+    missing = sorted({r.kind for report in reports for r in report.not_validated})
     if missing:
         _err(
             f"warning: custom kinds not validated (no CRD for them; give --crd-dir): "
@@ -318,7 +318,7 @@ def _render(
                 f"warning: {res.loaded.label}: rendered with --force although it does not fit: "
                 + "; ".join(res.sizing.reasons)
             )
-        _not_validated_note(res.report)
+    _not_validated_note([res.report for res in results])
     if output == "-":
         skipped = []
         out = []

@@ -5,13 +5,12 @@ The CLI prints what these return; nothing here prints.
 
 from __future__ import annotations
 
-from typing import Any
-
-from rich.console import Group, RenderableType
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from llmdeploy.size import Sizing, Suggestion
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
 
 
 def _suggestion_json(s: Suggestion) -> dict[str, Any]:
@@ -82,6 +81,11 @@ def _gib(value: float) -> str:
 
 
 def table(sizing: Sizing) -> RenderableType:
+    # rich is imported here, not at module level: `size --json` never needs it (~30 ms).
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
     """Per-GPU breakdown, verdict, reasons and suggestions."""
     s = sizing
     where = s.instance.name if s.instance else s.gpu
