@@ -126,3 +126,59 @@ def test_quoted_yaml_lookalikes_stay_strings(value: str) -> None:
 def test_unquoted_float_is_a_type_error_not_a_silent_string() -> None:
     out = diags(GOOD.replace("\nname: demo\n", "\nname: 1e3\n"))
     assert out[0].startswith("spec.yaml:2:7:") and "valid string" in out[0]
+
+
+# --- the libyaml fast path agrees with the ruamel path whenever it answers -------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from llmdeploy.load import parse_yaml  # noqa: E402
+from llmdeploy.load_fast import fast_parse  # noqa: E402
+
+SCALARS = [
+    "0.19.0", "26.07", "v20251108", "1_000", "0755", "0x1F", "0o17", "0b101", "2024-01-01",
+    "1:30", ".5", "+1", "-1", "1e3", "1E3", "1.", "1.e3", "-.inf", ".nan", "0", "-0", "007",
+    "720h", "yes", "no", "on", "off", "y", "n", "~", "null", "Null", "true", "False", "TRUE",
+    "abc", "a b", "12e", "3.0.1-rc1", "1,000", "@x", "`x", "'q'", '"d"', "0.9", "1.5e-3",
+]
+
+
+def _plain_equal(a: object, b: object) -> bool:
+    return type(a) is type(b) and a == b or (
+        isinstance(a, float) and isinstance(b, float) and a != a and b != b
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(SCALARS) | st.text(max_size=12), min_size=1, max_size=6))
+def test_fast_path_reads_every_scalar_as_ruamel_does(values: list[str]) -> None:
+    import json
+
+    lines = ["apiVersion: llmdeploy.dev/v1alpha1"]
+    for i, v in enumerate(values):
+        lines.append(f"k{i}: {v}")
+        lines.append(f"q{i}: {json.dumps(v)}")
+    text = "\n".join(lines) + "\n"
+    fast = fast_parse(text)
+    if fast is None:
+        return
+    try:
+        slow, _ = parse_yaml(text, "s.yaml")
+    except SpecError:
+        pytest.fail(f"fast path accepted what ruamel refuses: {text!r}")
+    assert fast.keys() == slow.keys()
+    for key in fast:
+        sv = slow[key]
+        sv = int(sv) if type(sv).__name__.endswith("Int") else sv
+        sv = float(sv) if type(sv).__name__ == "ScalarFloat" else sv
+        assert _plain_equal(fast[key], sv), (key, fast[key], slow[key], text)
+
+
+def test_fast_path_is_taken_for_the_presets() -> None:
+    from llmdeploy import pipeline
+
+    for name in pipeline.preset_names():
+        path = pipeline.preset_path(name)
+        assert path is not None
+        assert fast_parse(path.read_text()) is not None, name

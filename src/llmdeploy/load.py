@@ -24,6 +24,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from llmdeploy.errors import Diagnostic, InputError, SpecError
+from llmdeploy.load_fast import fast_parse
 from llmdeploy.spec import API_VERSION, Spec
 
 MAX_BYTES = 1_048_576
@@ -40,12 +41,16 @@ class LoadedSpec:
     label: str  # what diagnostics and headers call the file
     positions: Mapping[Path_, tuple[int, int]] = field(default_factory=dict, compare=False)
     lines: tuple[str, ...] = field(default=(), compare=False)
+    text: str = field(default="", compare=False)
 
     def diagnostic(self, key_path: str, message: str, hint: str | None = None) -> Diagnostic:
         """A diagnostic located at a dotted spec path such as ``engine.version`` (the nearest
         enclosing key that exists in the file)."""
         path: Path_ = tuple(key_path.split("."))
-        line, col = _nearest(self.positions, path)
+        positions = self.positions
+        if not positions and self.text:  # loaded by the fast path: positions on demand
+            _, positions = parse_yaml(self.text, self.label)
+        line, col = _nearest(positions, path)
         src = self.lines[line - 1] if line is not None and 0 < line <= len(self.lines) else None
         return Diagnostic(
             message=message, file=self.label, line=line, column=col, hint=hint, source_line=src
@@ -290,8 +295,16 @@ def load_spec_file(path: Path) -> LoadedSpec:
 def load_spec_text(text: str, label: str, path: Path | None = None) -> LoadedSpec:
     if "\x00" in text:
         raise SpecError([Diagnostic("file contains NUL bytes", file=label)])
-    data, positions = parse_yaml(text, label)
     lines = text.splitlines()
+    fast = fast_parse(text)
+    if fast is not None and "apiVersion" in fast:
+        try:
+            spec = Spec.model_validate(fast)
+        except pydantic.ValidationError:
+            pass  # the careful path below reports every error with its position
+        else:
+            return LoadedSpec(spec=spec, path=path, label=label, lines=tuple(lines), text=text)
+    data, positions = parse_yaml(text, label)
     if "apiVersion" not in data:
         raise SpecError(
             [
@@ -309,7 +322,9 @@ def load_spec_text(text: str, label: str, path: Path | None = None) -> LoadedSpe
         spec = Spec.model_validate(data)
     except pydantic.ValidationError as exc:
         raise SpecError(_diagnostics(exc, positions, lines, label)) from None
-    return LoadedSpec(spec=spec, path=path, label=label, positions=positions, lines=tuple(lines))
+    return LoadedSpec(
+        spec=spec, path=path, label=label, positions=positions, lines=tuple(lines), text=text
+    )
 
 
 # --- mapping pydantic errors to positions and suggestions -------------------------------------

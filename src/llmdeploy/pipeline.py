@@ -53,7 +53,9 @@ def render_loaded(
     spec = loaded.spec
     base_dir = loaded.path.parent if loaded.path is not None else None
     with _located(loaded, "model.architecture"):
-        sizing = size.size_spec(spec, base_dir)
+        sizing = size.size_spec(spec, base_dir, suggest=False)
+        if not sizing.fits:  # the suggestions explain what would fit
+            sizing = size.size_spec(spec, base_dir)
     if not sizing.fits and not force:
         raise DoesNotFitError(
             f"{loaded.label}: this configuration cannot start: " + "; ".join(sizing.reasons),

@@ -188,8 +188,9 @@ def request_for_instance(base: SizingRequest, inst: catalog.Instance) -> SizingR
     )
 
 
-def size_spec(spec: Spec, spec_dir: Path | None = None) -> Sizing:
-    """Size a spec; for ``instanceFamily`` pick the cheapest size that fits."""
+def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True) -> Sizing:
+    """Size a spec; for ``instanceFamily`` pick the cheapest size that fits. ``suggest=False``
+    skips the (re-sized) suggestions, which ``render`` only needs when the spec does not fit."""
     from llmdeploy import size_suggest
 
     arch = load_architecture(spec.model.architecture, spec_dir)
@@ -223,7 +224,7 @@ def size_spec(spec: Spec, spec_dir: Path | None = None) -> Sizing:
         **extra,  # type: ignore[arg-type]
     )
     return size_suggest.size_for_hardware(
-        base, spec.hardware.instance_type, spec.hardware.instance_family
+        base, spec.hardware.instance_type, spec.hardware.instance_family, suggest=suggest
     )
 
 

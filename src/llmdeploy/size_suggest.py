@@ -29,9 +29,14 @@ def _price_key(inst: catalog.Instance, tp: int) -> tuple[bool, bool, float, int]
 
 
 def size_for_hardware(
-    base: SizingRequest, instance_type: str | None, instance_family: str | None
+    base: SizingRequest,
+    instance_type: str | None,
+    instance_family: str | None,
+    *,
+    suggest: bool = True,
 ) -> Sizing:
     """Size on ``instance_type``, or on the cheapest size of ``instance_family`` that fits."""
+    finish = size if suggest else compute
     if instance_type is not None:
         inst = catalog.instance(instance_type)
         if inst is None:
@@ -42,7 +47,7 @@ def size_for_hardware(
                     )
                 ]
             )
-        return size(request_for_instance(base, inst))
+        return finish(request_for_instance(base, inst))
     members = catalog.family_members(instance_family or "")
     if not members:
         raise SpecError(
@@ -61,9 +66,9 @@ def size_for_hardware(
     ]
     for inst in valid:
         if compute(request_for_instance(base, inst)).fits:
-            return size(request_for_instance(base, inst))
+            return finish(request_for_instance(base, inst))
     pick = valid[0] if valid else max(members, key=lambda i: i.gpu_count)
-    return size(request_for_instance(base, pick))
+    return finish(request_for_instance(base, pick))
 
 
 def _resize(req: SizingRequest) -> tuple[Sizing, str]:
