@@ -137,16 +137,60 @@ from llmdeploy.load import parse_yaml  # noqa: E402
 from llmdeploy.load_fast import fast_parse  # noqa: E402
 
 SCALARS = [
-    "0.19.0", "26.07", "v20251108", "1_000", "0755", "0x1F", "0o17", "0b101", "2024-01-01",
-    "1:30", ".5", "+1", "-1", "1e3", "1E3", "1.", "1.e3", "-.inf", ".nan", "0", "-0", "007",
-    "720h", "yes", "no", "on", "off", "y", "n", "~", "null", "Null", "true", "False", "TRUE",
-    "abc", "a b", "12e", "3.0.1-rc1", "1,000", "@x", "`x", "'q'", '"d"', "0.9", "1.5e-3",
+    "0.19.0",
+    "26.07",
+    "v20251108",
+    "1_000",
+    "0755",
+    "0x1F",
+    "0o17",
+    "0b101",
+    "2024-01-01",
+    "1:30",
+    ".5",
+    "+1",
+    "-1",
+    "1e3",
+    "1E3",
+    "1.",
+    "1.e3",
+    "-.inf",
+    ".nan",
+    "0",
+    "-0",
+    "007",
+    "720h",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "y",
+    "n",
+    "~",
+    "null",
+    "Null",
+    "true",
+    "False",
+    "TRUE",
+    "abc",
+    "a b",
+    "12e",
+    "3.0.1-rc1",
+    "1,000",
+    "@x",
+    "`x",
+    "'q'",
+    '"d"',
+    "0.9",
+    "1.5e-3",
 ]
 
 
 def _plain_equal(a: object, b: object) -> bool:
-    return type(a) is type(b) and a == b or (
-        isinstance(a, float) and isinstance(b, float) and a != a and b != b
+    return (
+        type(a) is type(b)
+        and a == b
+        or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
     )
 
 
