@@ -101,13 +101,21 @@ def plan_vllm(
     pool_name = dns_name("llmdeploy", spec.namespace, spec.name)
     cache_gib = _cache_gib(weights_gib_total)
 
-    model_arg = spec.model.id if loading.mode == "huggingface" else f"{MODEL_DIR}/model"
+    # huggingface: the Hub id (downloaded at start); s3: synced into /models/model by the init
+    # container; pvc: the volume's root holds the model files (config.json, *.safetensors).
+    model_arg = {
+        "huggingface": spec.model.id,
+        "s3": f"{MODEL_DIR}/model",
+        "pvc": MODEL_DIR,
+    }[loading.mode]
     args = vllm_args.build_args(engine.version, model_arg, vllm_options(spec, model_arg))
 
     env = [
         EnvVar("HOME", "/home/vllm"),
         EnvVar("USER", "vllm"),  # getpass.getuser() without a passwd entry for uid 1000
-        EnvVar("HF_HOME", f"{MODEL_DIR}/hf"),
+        # The Hub cache sits with the weights when the server downloads them; otherwise in HOME
+        # (the shared volume is mounted read-only).
+        EnvVar("HF_HOME", f"{MODEL_DIR}/hf" if loading.mode != "pvc" else "/home/vllm/hf"),
         EnvVar("XDG_CACHE_HOME", "/home/vllm/.cache"),
         EnvVar("VLLM_NO_USAGE_STATS", "1"),
         EnvVar("DO_NOT_TRACK", "1"),
