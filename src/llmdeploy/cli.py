@@ -292,12 +292,9 @@ def _render(
                     f"{ls.label}: name {ls.spec.name!r} is also used by {other}; in a fleet each "
                     "spec renders into a subdirectory named after it, so names must be unique"
                 )
-    results = [
-        pipeline.render_loaded(
-            ls, header_command=command, crds=crds, kube_version=kube_version, force=force
-        )
-        for ls in loaded
-    ]
+    results = pipeline.render_many(
+        loaded, header_command=command, crds=crds, kube_version=kube_version, force=force
+    )
     files: dict[str, str] = {}
     executable: set[str] = set()
     for res in results:

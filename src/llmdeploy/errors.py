@@ -52,6 +52,18 @@ class LlmdeployError(Exception):
         super().__init__(message)
         self.message = message
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Errors cross process boundaries (fleet rendering): rebuild them from their data,
+        # not from the formatted message.
+        return (_rebuild, (type(self), self.__dict__))
+
+
+def _rebuild(cls: type[LlmdeployError], state: dict[str, object]) -> LlmdeployError:
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, state.get("message", ""))
+    exc.__dict__.update(state)
+    return exc
+
 
 class UsageError(LlmdeployError):
     exit_code = ExitCode.USAGE

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing as mp
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +82,42 @@ def render_loaded(
             report,
         )
     return Rendered(loaded=loaded, sizing=sizing, files=files, report=report)
+
+
+# A fleet of at least this many specs is rendered by worker processes (one per core).
+PARALLEL_MIN_SPECS = 8
+_JOB: dict[str, Any] = {}
+
+
+def _render_job(loaded: LoadedSpec) -> Rendered | LlmdeployError:
+    try:
+        return render_loaded(loaded, **_JOB)
+    except LlmdeployError as exc:  # returned, not raised: the parent reports the first one
+        return exc
+
+
+def render_many(
+    specs: Sequence[LoadedSpec],
+    *,
+    header_command: str,
+    crds: Any = None,
+    kube_version: str | None = None,
+    force: bool = False,
+) -> list[Rendered]:
+    """Render several specs, in input order. Large fleets use forked worker processes, which
+    inherit the loaded modules and the CRD registry; the output is the same as in one process."""
+    job = dict(header_command=header_command, crds=crds, kube_version=kube_version, force=force)
+    workers = min(os.cpu_count() or 1, len(specs))
+    if len(specs) < PARALLEL_MIN_SPECS or workers < 2 or "fork" not in mp.get_all_start_methods():
+        return [render_loaded(ls, **job) for ls in specs]
+    _JOB.clear()
+    _JOB.update(job)
+    with mp.get_context("fork").Pool(workers) as pool:
+        outcomes = pool.map(_render_job, specs, chunksize=max(1, len(specs) // (4 * workers)))
+    for outcome in outcomes:
+        if isinstance(outcome, LlmdeployError):
+            raise outcome
+    return [o for o in outcomes if isinstance(o, Rendered)]
 
 
 @contextlib.contextmanager
