@@ -15,6 +15,7 @@ from llmdeploy import __version__
 from llmdeploy.catalog import Instance
 from llmdeploy.plan_types import (
     KV,
+    Budget,
     Meta,
     MonitorPlan,
     NetpolPlan,
@@ -181,7 +182,7 @@ def nodepool_plan(
         # a serving model and repeat a long load. Scale-in happens through KEDA instead.
         consolidation_policy="WhenEmpty",
         consolidate_after="10m",
-        budgets=(KV("1", ""),),
+        budgets=(Budget("1"),),
         gpu_limit=spec.cluster.gpu_limit,
         weight=50,
     )

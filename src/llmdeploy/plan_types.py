@@ -107,6 +107,12 @@ class Meta:
 
 
 @dataclass(frozen=True)
+class Budget:
+    nodes: str
+    reasons: tuple[str, ...] = ()  # empty: every reason
+
+
+@dataclass(frozen=True)
 class NodePoolPlan:
     name: str
     labels: tuple[KV, ...]
@@ -117,7 +123,7 @@ class NodePoolPlan:
     termination_grace_period: str
     consolidation_policy: str
     consolidate_after: str
-    budgets: tuple[KV, ...]  # nodes -> reasons (comma separated, "" = all)
+    budgets: tuple[Budget, ...]
     gpu_limit: int
     weight: int
 
