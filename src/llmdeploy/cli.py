@@ -31,11 +31,12 @@ if TYPE_CHECKING:
     from llmdeploy.load import LoadedSpec
 
 EPILOG = (
-    "Examples:\n\n"
-    "  llmdeploy render --preset llama3-8b-vllm-g5 -o -  # stream for kubectl apply -f -\n\n"
-    "  llmdeploy render spec.yaml -o deploy/ --crd-dir crds/  # one file per resource\n\n"
-    "  llmdeploy render --check spec.yaml -o deploy/  # CI drift check\n\n"
-    "  llmdeploy size spec.yaml  # does it fit?\n\n"
+    "\b\n"  # click: do not rewrap this paragraph
+    "Examples:\n"
+    "  llmdeploy render --preset llama3-8b-vllm-g5 -o -  # stream for kubectl apply -f -\n"
+    "  llmdeploy render spec.yaml -o deploy/ --crd-dir crds/  # one file per resource\n"
+    "  llmdeploy render --check spec.yaml -o deploy/  # CI drift check\n"
+    "  llmdeploy size spec.yaml  # does it fit?\n"
     "  llmdeploy size --model llama-3-70b --instance g5.12xlarge --tp 4\n\n"
     "Exit codes: 0 ok, 1 internal error, 2 usage, 3 invalid spec, 4 does not fit, "
     "5 validation failed, 6 drift, 7 I/O (docs/exit-codes.md)."
