@@ -187,10 +187,8 @@ SCALARS = [
 
 
 def _plain_equal(a: object, b: object) -> bool:
-    return (
-        type(a) is type(b)
-        and a == b
-        or (isinstance(a, float) and isinstance(b, float) and a != a and b != b)
+    return (type(a) is type(b) and a == b) or (
+        isinstance(a, float) and isinstance(b, float) and a != a and b != b
     )
 
 
