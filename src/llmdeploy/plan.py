@@ -10,24 +10,30 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 
 from llmdeploy import __version__
 from llmdeploy.catalog import Instance
 from llmdeploy.plan_types import (
     KV,
     Budget,
+    Container,
+    ExtraFile,
     Meta,
     MonitorPlan,
     NetpolPlan,
     NodeClassPlan,
     NodePoolPlan,
     Plan,
+    Port,
     Probe,
     Requirement,
     Resource,
     Resources,
     ScalerPlan,
     Toleration,
+    Volume,
+    WorkloadPlan,
 )
 from llmdeploy.spec import Spec
 
@@ -282,6 +288,97 @@ def meta_for(spec: Spec, component: str) -> Meta:
         namespace=spec.namespace,
         labels=labels_for(spec, component, engine_version(spec)),
         selector=selector_for(spec),
+    )
+
+
+def pool_name(spec: Spec) -> str:
+    """NodePool and EC2NodeClass name; pods select it through karpenter.sh/nodepool."""
+    return dns_name("llmdeploy", spec.namespace, spec.name)
+
+
+def workload_plan(
+    spec: Spec,
+    meta: Meta,
+    init_containers: tuple[Container, ...],
+    containers: tuple[Container, ...],
+    volumes: tuple[Volume, ...],
+    fs_group: int,
+) -> WorkloadPlan:
+    """Pod-level decisions shared by every engine."""
+    return WorkloadPlan(
+        pod_labels=meta.labels,
+        # Voluntary disruption (consolidation, drift) waits until the pod is gone; expiry still
+        # replaces the node after NodePool terminationGracePeriod.
+        pod_annotations=(KV("karpenter.sh/do-not-disrupt", "true"),),
+        replicas=max(1, spec.autoscaling.min_replicas),
+        service_account=spec.name,
+        node_selector=(KV("karpenter.sh/nodepool", pool_name(spec)),),
+        tolerations=(GPU_TAINT,),
+        init_containers=init_containers,
+        containers=containers,
+        volumes=volumes,
+        termination_grace=120,
+        fs_group=fs_group,
+        topology_key="topology.kubernetes.io/zone",
+    )
+
+
+@dataclass(frozen=True)
+class EngineParts:
+    """What an engine planner decides; ``assemble`` adds everything engine-independent."""
+
+    engine: str
+    version: str
+    meta: Meta
+    workload: WorkloadPlan
+    service_ports: tuple[Port, ...]
+    monitor_port: str  # the port name Prometheus scrapes
+    client_ports: tuple[int, ...]
+    metrics_ports: tuple[int, ...]
+    scaler_query: str
+    pod_ephemeral_gib: int
+    config_map_data: tuple[KV, ...] = ()
+    extra_files: tuple[ExtraFile, ...] = ()
+
+
+def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command: str) -> Plan:
+    infra_labels = labels_for(spec, "gpu-capacity", parts.version)
+    name = pool_name(spec)
+    monitor = monitor_plan(spec, parts.monitor_port, parts.meta.labels)
+    netpol = netpol_plan(spec, parts.client_ports, parts.metrics_ports)
+    has = {
+        "EC2NodeClass": True,
+        "NodePool": True,
+        "NetworkPolicy": netpol is not None,
+        "PodDisruptionBudget": True,
+        "ServiceAccount": True,
+        "ConfigMap": bool(parts.config_map_data),
+        "Service": True,
+        "Deployment": True,
+        "ServiceMonitor": monitor is not None and monitor.kind == "ServiceMonitor",
+        "PodMonitor": monitor is not None and monitor.kind == "PodMonitor",
+        "ScaledObject": True,
+    }
+    sa_annotations: tuple[KV, ...] = ()
+    if spec.service_account.iam_role_arn:
+        sa_annotations = (KV("eks.amazonaws.com/role-arn", spec.service_account.iam_role_arn),)
+    return Plan(
+        name=spec.name,
+        engine=parts.engine,
+        meta=parts.meta,
+        nodepool=nodepool_plan(spec, instance, name, infra_labels),
+        nodeclass=nodeclass_plan(spec, instance, name, infra_labels, parts.pod_ephemeral_gib),
+        workload=parts.workload,
+        service_ports=parts.service_ports,
+        service_account_annotations=sa_annotations,
+        scaler=scaler_plan(spec, parts.scaler_query),
+        monitor=monitor,
+        netpol=netpol,
+        pdb_max_unavailable=1,
+        config_map_data=parts.config_map_data,
+        resources=resource_list(has),
+        extra_files=parts.extra_files,
+        header_command=header_command,
     )
 
 

@@ -7,25 +7,18 @@ import math
 from llmdeploy import trtllm
 from llmdeploy.catalog import Instance
 from llmdeploy.plan import (
-    GPU_TAINT,
-    dns_name,
-    labels_for,
+    EngineParts,
+    assemble,
     liveness_probe,
     meta_for,
-    monitor_plan,
-    netpol_plan,
-    nodeclass_plan,
-    nodepool_plan,
     pod_resources,
     readiness_probe,
-    resource_list,
-    scaler_plan,
     shm_size,
     startup_budget_seconds,
     startup_probe,
+    workload_plan,
 )
 from llmdeploy.plan_types import (
-    KV,
     Container,
     EnvVar,
     ExtraFile,
@@ -33,7 +26,6 @@ from llmdeploy.plan_types import (
     Plan,
     Resources,
     Volume,
-    WorkloadPlan,
 )
 from llmdeploy.spec import Spec, TrtllmEngine
 from llmdeploy.trtllm_serving import CONFIG_VOLUME, MODEL_VOLUME, TMP_VOLUME
@@ -55,8 +47,6 @@ def plan_triton(
     tp = spec.hardware.tensor_parallel
     t = trtllm.plan_trtllm(spec, instance, spec.name, header_command=header_command)
     meta = meta_for(spec, "inference-server")
-    infra_labels = labels_for(spec, "gpu-capacity", engine.triton_version)
-    pool_name = dns_name("llmdeploy", spec.namespace, spec.name)
     cache_gib = _engine_cache_gib(weights_gib_total)
     ephemeral_gib = 30 + cache_gib
 
@@ -112,55 +102,19 @@ def plan_triton(
         Volume(MODEL_VOLUME, "emptyDir", size_limit=f"{cache_gib}Gi"),
         Volume(CONFIG_VOLUME, "configMap", config_map=spec.name),
     )
-    workload = WorkloadPlan(
-        pod_labels=meta.labels,
-        pod_annotations=(KV("karpenter.sh/do-not-disrupt", "true"),),
-        replicas=max(1, spec.autoscaling.min_replicas),
-        service_account=spec.name,
-        node_selector=(KV("karpenter.sh/nodepool", pool_name),),
-        tolerations=(GPU_TAINT,),
-        init_containers=init,
-        containers=(server,),
-        volumes=volumes,
-        termination_grace=120,
-        fs_group=RUN_AS_USER,
-        topology_key="topology.kubernetes.io/zone",
-    )
     ports = {p.name: p.port for p in t.ports}
-    monitor = monitor_plan(spec, "metrics", meta.labels)
-    netpol = netpol_plan(spec, (ports["http"], ports["grpc"]), (ports["metrics"],))
-    has = {
-        "EC2NodeClass": True,
-        "NodePool": True,
-        "NetworkPolicy": netpol is not None,
-        "PodDisruptionBudget": True,
-        "ServiceAccount": True,
-        "ConfigMap": True,
-        "Service": True,
-        "Deployment": True,
-        "ServiceMonitor": monitor is not None and monitor.kind == "ServiceMonitor",
-        "PodMonitor": monitor is not None and monitor.kind == "PodMonitor",
-        "ScaledObject": True,
-    }
-    sa_annotations: tuple[KV, ...] = ()
-    if spec.service_account.iam_role_arn:
-        sa_annotations = (KV("eks.amazonaws.com/role-arn", spec.service_account.iam_role_arn),)
-    scaler = scaler_plan(spec, t.keda_query)
-    return Plan(
-        name=spec.name,
+    parts = EngineParts(
         engine="trtllm",
+        version=engine.triton_version,
         meta=meta,
-        nodepool=nodepool_plan(spec, instance, pool_name, infra_labels),
-        nodeclass=nodeclass_plan(spec, instance, pool_name, infra_labels, ephemeral_gib),
-        workload=workload,
+        workload=workload_plan(spec, meta, init, (server,), volumes, RUN_AS_USER),
         service_ports=t.ports,
-        service_account_annotations=sa_annotations,
-        scaler=scaler,
-        monitor=monitor,
-        netpol=netpol,
-        pdb_max_unavailable=1,
+        monitor_port="metrics",
+        client_ports=(ports["http"], ports["grpc"]),
+        metrics_ports=(ports["metrics"],),
+        scaler_query=t.keda_query,
+        pod_ephemeral_gib=ephemeral_gib,
         config_map_data=trtllm.configmap_data(t),
-        resources=resource_list(has),
         extra_files=(ExtraFile("build-engine.sh", trtllm.build_script(t), executable=True),),
-        header_command=header_command,
     )
+    return assemble(spec, instance, parts, header_command)

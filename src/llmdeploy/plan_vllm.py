@@ -7,22 +7,16 @@ import math
 from llmdeploy import vllm_args
 from llmdeploy.catalog import Instance
 from llmdeploy.plan import (
-    GPU_TAINT,
-    dns_name,
-    labels_for,
+    EngineParts,
+    assemble,
     liveness_probe,
     meta_for,
-    monitor_plan,
-    netpol_plan,
-    nodeclass_plan,
-    nodepool_plan,
     pod_resources,
     readiness_probe,
-    resource_list,
-    scaler_plan,
     shm_size,
     startup_budget_seconds,
     startup_probe,
+    workload_plan,
 )
 from llmdeploy.plan_types import (
     KV,
@@ -33,7 +27,6 @@ from llmdeploy.plan_types import (
     Port,
     Resources,
     Volume,
-    WorkloadPlan,
 )
 from llmdeploy.size_memory import vllm_facts
 from llmdeploy.spec import Spec, VllmEngine
@@ -97,8 +90,6 @@ def plan_vllm(
     tp = spec.hardware.tensor_parallel
     loading = spec.model.loading
     meta = meta_for(spec, "inference-server")
-    infra_labels = labels_for(spec, "gpu-capacity", engine.version)
-    pool_name = dns_name("llmdeploy", spec.namespace, spec.name)
     cache_gib = _cache_gib(weights_gib_total)
 
     # huggingface: the Hub id (downloaded at start); s3: synced into /models/model by the init
@@ -191,57 +182,22 @@ def plan_vllm(
         run_as_user=RUN_AS_USER,
         pre_stop_sleep=10,
     )
-    workload = WorkloadPlan(
-        pod_labels=meta.labels,
-        pod_annotations=(KV("karpenter.sh/do-not-disrupt", "true"),),
-        replicas=max(1, spec.autoscaling.min_replicas),
-        service_account=spec.name,
-        node_selector=(KV("karpenter.sh/nodepool", pool_name),),
-        tolerations=(GPU_TAINT,),
-        init_containers=tuple(init),
-        containers=(server,),
-        volumes=tuple(volumes),
-        termination_grace=120,
-        fs_group=RUN_AS_USER,
-        topology_key="topology.kubernetes.io/zone",
-    )
     served = spec.model.served_name or spec.model.id
     metric = vllm_args.metric_name(engine.version, "waiting")
     query = f'sum({metric}{{namespace="{spec.namespace}",model_name="{_promql_escape(served)}"}})'
-    monitor = monitor_plan(spec, "http", meta.labels)
-    netpol = netpol_plan(spec, (HTTP_PORT,), (HTTP_PORT,))
-    has = {
-        "EC2NodeClass": True,
-        "NodePool": True,
-        "NetworkPolicy": netpol is not None,
-        "PodDisruptionBudget": True,
-        "ServiceAccount": True,
-        "Service": True,
-        "Deployment": True,
-        "ServiceMonitor": monitor is not None and monitor.kind == "ServiceMonitor",
-        "PodMonitor": monitor is not None and monitor.kind == "PodMonitor",
-        "ScaledObject": True,
-    }
-    sa_annotations: tuple[KV, ...] = ()
-    if spec.service_account.iam_role_arn:
-        sa_annotations = (KV("eks.amazonaws.com/role-arn", spec.service_account.iam_role_arn),)
-    return Plan(
-        name=spec.name,
+    parts = EngineParts(
         engine="vllm",
+        version=engine.version,
         meta=meta,
-        nodepool=nodepool_plan(spec, instance, pool_name, infra_labels),
-        nodeclass=nodeclass_plan(spec, instance, pool_name, infra_labels, ephemeral_gib),
-        workload=workload,
+        workload=workload_plan(spec, meta, tuple(init), (server,), tuple(volumes), RUN_AS_USER),
         service_ports=(Port("http", HTTP_PORT),),
-        service_account_annotations=sa_annotations,
-        scaler=scaler_plan(spec, query),
-        monitor=monitor,
-        netpol=netpol,
-        pdb_max_unavailable=1,
-        config_map_data=(),
-        resources=resource_list(has),
-        header_command=header_command,
+        monitor_port="http",  # vLLM serves /metrics on the API port
+        client_ports=(HTTP_PORT,),
+        metrics_ports=(HTTP_PORT,),
+        scaler_query=query,
+        pod_ephemeral_gib=ephemeral_gib,
     )
+    return assemble(spec, instance, parts, header_command)
 
 
 def _promql_escape(value: str) -> str:
