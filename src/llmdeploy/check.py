@@ -32,7 +32,8 @@ import yaml as pyyaml
 from kubernetes_validate import utils as kv
 from referencing import Registry, Resource
 
-from llmdeploy.crd import CrdRegistry, json_path, schema_error_messages
+from llmdeploy.check_meta import CLUSTER_SCOPED, generic_errors
+from llmdeploy.crd import CrdRegistry, schema_error_messages
 from llmdeploy.errors import CheckInputError
 
 __all__ = [
@@ -184,106 +185,6 @@ def _is_builtin_group(group: str) -> bool:
     return "." not in group or group.endswith(".k8s.io")
 
 
-# --- checks for every object -------------------------------------------------------------------
-
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_RFC1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_QUALIFIED = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-
-# Kinds whose name must be a DNS label (<= 63), and why. Every other name: DNS-1123 subdomain.
-_LABEL_NAMES: dict[str, str] = {
-    "Service": "Service names are DNS-1035 labels (API server rule)",
-    "Namespace": "Namespace names are DNS-1123 labels (API server rule)",
-    "Deployment": "pod names and hostnames derive from it",
-    "StatefulSet": "pod hostnames and labels derive from it",
-    "DaemonSet": "pod names derive from it",
-    "Job": "the job-name pod label holds it",
-    "LeaderWorkerSet": "pod hostnames and labels derive from it",
-    "NodePool": "Karpenter sets it as the karpenter.sh/nodepool node label",
-    "EC2NodeClass": "Karpenter sets it as the karpenter.k8s.aws/ec2nodeclass node label",
-    "ScaledObject": "KEDA sets it as the scaledobject.keda.sh/name label",
-}
-_PATH_SEGMENT_NAMES = {"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"}
-_CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"}
-_CLUSTER_SCOPED |= {"StorageClass", "PersistentVolume", "CustomResourceDefinition"}
-_CLUSTER_SCOPED |= {"RuntimeClass", "IngressClass"}
-# Maps whose keys and values follow label syntax.
-_LABEL_MAPS: tuple[tuple[str, ...], ...] = (
-    ("metadata", "labels"),
-    ("spec", "template", "metadata", "labels"),
-    ("spec", "selector", "matchLabels"),
-    ("spec", "podSelector", "matchLabels"),
-)
-_LABEL_RULE = "at most 63 characters of [A-Za-z0-9_.-], starting and ending with [A-Za-z0-9]"
-
-
-def _name_errors(name: str, kind: str) -> list[str]:
-    where = f"metadata.name {name!r}"
-    if kind in _PATH_SEGMENT_NAMES:
-        ok = name not in (".", "..") and "/" not in name and "%" not in name
-        return [] if ok else [f"{where} may not be '.' or '..' or contain '/' or '%'"]
-    if kind in _LABEL_NAMES:
-        rule, text, start = (
-            (_RFC1035, "DNS-1035", "a letter") if kind == "Service" else (_LABEL, "DNS-1123", "")
-        )
-        if len(name) > 63 or not rule.fullmatch(name):
-            return [
-                f"{where} must be a {text} label (at most 63 characters of [a-z0-9-], starting "
-                f"with {start or 'an alphanumeric'} and ending with an alphanumeric) for {kind}: "
-                f"{_LABEL_NAMES[kind]}"
-            ]
-        return []
-    if len(name) > 253 or not _SUBDOMAIN.fullmatch(name):
-        return [
-            f"{where} must be a DNS-1123 subdomain (at most 253 characters of [a-z0-9-.], "
-            "alphanumeric at both ends)"
-        ]
-    return []
-
-
-def _key_errors(where: str, key: str) -> list[str]:
-    prefix, _, name = key.rpartition("/")
-    errors = []
-    if "/" in key and (not prefix or len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)):
-        errors.append(f"{where}: key {key!r}: prefix must be a DNS-1123 subdomain")
-    if len(name) > 63 or not _QUALIFIED.fullmatch(name):
-        errors.append(f"{where}: key {key!r}: name part must be {_LABEL_RULE}")
-    return errors
-
-
-def _generic_errors(data: Mapping[str, Any], kind: str, cluster_scoped: bool) -> list[str]:
-    meta = data.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
-    errors: list[str] = []
-    name = meta.get("name")
-    if isinstance(name, str) and name:
-        errors += _name_errors(name, kind)
-    else:
-        errors.append("metadata.name: Required value")
-    namespace = meta.get("namespace")
-    if isinstance(namespace, str) and namespace:
-        if cluster_scoped:
-            errors.append(f"metadata.namespace: {kind} is cluster-scoped; remove {namespace!r}")
-        elif len(namespace) > 63 or not _LABEL.fullmatch(namespace):
-            errors.append(f"metadata.namespace {namespace!r} must be a DNS-1123 label")
-    maps = _LABEL_MAPS + ((("spec", "selector"),) if kind == "Service" else ())
-    for path in maps:
-        labels: Any = data
-        for part in path:
-            labels = labels.get(part) if isinstance(labels, Mapping) else None
-        for key, value in labels.items() if isinstance(labels, Mapping) else ():
-            where = json_path(path)
-            errors += _key_errors(where, str(key))
-            bad = isinstance(value, str) and (len(value) > 63 or not _QUALIFIED.fullmatch(value))
-            if bad and value:
-                errors.append(f"{where}[{key!r}]: value {value!r} must be empty or {_LABEL_RULE}")
-    annotations = meta.get("annotations")
-    for key in annotations if isinstance(annotations, Mapping) else ():
-        errors += _key_errors("metadata.annotations", str(key))
-    return errors
-
-
 # --- routing -------------------------------------------------------------------------------------
 
 
@@ -320,7 +221,7 @@ def _validate_schema(
     data: dict[str, Any], api_version: str, kind: str, crds: CrdRegistry | None, version: str
 ) -> _Schema:
     group, _, ver = api_version.rpartition("/")
-    out = _Schema(cluster_scoped=kind in _CLUSTER_SCOPED)
+    out = _Schema(cluster_scoped=kind in CLUSTER_SCOPED)
     crd = crds.lookup(group, ver, kind) if crds is not None else None
     others = crds.versions_of(group, kind) if crds is not None else ()
     if crds is not None and crd is not None:
@@ -394,7 +295,7 @@ def _check_doc(
     errors = found.errors
     if not found.covers_metadata:
         errors += schema_error_messages(_meta_validator(schema_version).iter_errors(data))
-    errors += _generic_errors(data, kind, found.cluster_scoped)
+    errors += generic_errors(data, kind, found.cluster_scoped)
     skipped = len(found.notes)
     if errors:
         notes = found.notes + ((found.reason,) if found.reason else ())

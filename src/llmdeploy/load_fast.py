@@ -37,7 +37,7 @@ _SPECIAL = re.compile(
     r"|^[-+]?[0-9._]*_[0-9._]*$"
     r"|^[-+]?\.(inf|Inf|INF|nan|NaN|NAN)$|^\.(nan|NaN|NAN)$"
 )
-_UNSAFE_CHARS = ("&", "*", "!", "<<", "%")
+_UNSAFE_CHARS = ("&", "*", "!", "<<", "%", "\t")  # tabs: libyaml and ruamel differ
 MAX_FLOW = 64
 MAX_INDENT = 64
 
@@ -54,9 +54,9 @@ def _scalar(node: Any) -> Any:
         return None
     if value in _BOOL:
         return _BOOL[value]
-    if _INT.match(value):
+    if _INT.fullmatch(value):
         return int(value)
-    if _FLOAT.match(value):
+    if _FLOAT.fullmatch(value):
         return float(value)
     if _SPECIAL.match(value):
         raise _Fallback

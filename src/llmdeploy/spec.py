@@ -40,7 +40,7 @@ _DNS1123_SUBDOMAIN = re.compile(
 
 
 def _check_dns_label(v: str) -> str:
-    if len(v) > 63 or not _DNS1123_LABEL.match(v):
+    if len(v) > 63 or not _DNS1123_LABEL.fullmatch(v):
         raise ValueError(
             f"{v!r} is not a DNS-1123 label (at most 63 lowercase letters, digits and '-', "
             "starting and ending with a letter or digit)"
@@ -50,9 +50,9 @@ def _check_dns_label(v: str) -> str:
 
 def _check_label_key(key: str) -> None:
     prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
         raise ValueError(f"label key {key!r}: prefix {prefix!r} is not a DNS-1123 subdomain")
-    if len(name) > 63 or not _LABEL_NAME.match(name):
+    if len(name) > 63 or not _LABEL_NAME.fullmatch(name):
         raise ValueError(
             f"label key {key!r}: name must be 1-63 characters of [A-Za-z0-9-_.], starting and "
             "ending alphanumeric"
@@ -60,7 +60,7 @@ def _check_label_key(key: str) -> None:
 
 
 def _check_label_value(key: str, value: str) -> None:
-    if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+    if value and (len(value) > 63 or not _LABEL_NAME.fullmatch(value)):
         raise ValueError(
             f"label {key!r}: value {value!r} must be at most 63 characters of [A-Za-z0-9-_.], "
             "starting and ending alphanumeric (or empty)"
@@ -193,7 +193,7 @@ class VllmEngine(_Model):
     def _pinned(cls, v: str | None) -> str | None:
         if v is None:
             return v
-        m = _IMAGE.match(v)
+        m = _IMAGE.fullmatch(v)
         if m is None:
             raise ValueError(f"not an image reference: {v!r}")
         if m.group("digest") is None and m.group("tag") in (None, "latest"):
@@ -206,7 +206,7 @@ class VllmEngine(_Model):
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not _VERSION.match(v):
+        if not _VERSION.fullmatch(v):
             raise ValueError(f"not a release version: {v!r} (expected e.g. 0.19.0)")
         return v
 
@@ -261,14 +261,14 @@ class Hardware(_Model):
     @field_validator("instance_type")
     @classmethod
     def _itype(cls, v: str | None) -> str | None:
-        if v is not None and not _INSTANCE_TYPE.match(v):
+        if v is not None and not _INSTANCE_TYPE.fullmatch(v):
             raise ValueError(f"not an EC2 instance type: {v!r} (expected e.g. g5.12xlarge)")
         return v
 
     @field_validator("instance_family")
     @classmethod
     def _ifam(cls, v: str | None) -> str | None:
-        if v is not None and not _INSTANCE_FAMILY.match(v):
+        if v is not None and not _INSTANCE_FAMILY.fullmatch(v):
             raise ValueError(f"not an EC2 instance family: {v!r} (expected e.g. g6e)")
         return v
 
@@ -498,7 +498,7 @@ class Spec(_Model):
     @field_validator("name", "namespace")
     @classmethod
     def _dns_label(cls, v: str) -> str:
-        if not _DNS1123_LABEL.match(v):
+        if not _DNS1123_LABEL.fullmatch(v):
             raise ValueError(
                 f"{v!r} is not a DNS-1123 label (lowercase letters, digits and '-', "
                 "starting and ending with a letter or digit)"
