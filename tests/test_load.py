@@ -137,6 +137,11 @@ from llmdeploy.load import parse_yaml  # noqa: E402
 from llmdeploy.load_fast import fast_parse  # noqa: E402
 
 SCALARS = [
+    "=",
+    "|#",
+    ">#",
+    "[]",
+    "{}",
     "0.19.0",
     "26.07",
     "v20251108",
@@ -224,3 +229,24 @@ def test_fast_path_is_taken_for_the_presets() -> None:
         path = pipeline.preset_path(name)
         assert path is not None
         assert fast_parse(path.read_text()) is not None, name
+
+
+@pytest.mark.parametrize(
+    ("yaml_value", "what"),
+    [
+        ('name: "demo\\n"', "DNS-1123"),
+        ('monitoring:\n  labels:\n    release: "kps\\n"', "label"),
+        ('hardware:\n  instanceType: "g5.2xlarge\\n"', "instance type"),
+    ],
+)
+def test_a_trailing_newline_is_not_a_valid_name(yaml_value: str, what: str) -> None:
+    # Python's `$` also matches before a final newline: the spec's checks use fullmatch.
+    text = GOOD.replace("\nname: demo\n", "\n").replace(
+        "hardware:\n  instanceType: g5.2xlarge\n", ""
+    )
+    if not yaml_value.startswith("hardware"):
+        text += "hardware:\n  instanceType: g5.2xlarge\n"
+    if not yaml_value.startswith("name"):
+        text += "name: demo\n"
+    out = diags(text + yaml_value + "\n")
+    assert any(what in o for o in out), out

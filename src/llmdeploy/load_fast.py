@@ -48,8 +48,12 @@ class _Fallback(Exception):
 
 def _scalar(node: Any) -> Any:
     value: str = node.value
-    if node.style:  # quoted, literal or folded: always a string (plain is None or "")
+    if node.style in ("|", ">"):  # block scalars: rare in specs, and the parsers' edge cases
+        raise _Fallback  # (a header like `|#`) differ
+    if node.style:  # quoted: always a string (plain is None or "")
         return value
+    if value == "=":  # YAML 1.1's `value` tag, which ruamel keeps as a tagged scalar
+        raise _Fallback
     if value in _NULL:
         return None
     if value in _BOOL:
