@@ -589,10 +589,9 @@ def _init(preset: str, output: str, overwrite: bool) -> None:
         raise UsageError(
             f"unknown preset {preset!r}; available: {', '.join(pipeline.preset_names())}"
         )
-    from llmdeploy.spec import json_schema
+    from llmdeploy.scaffold import starter_spec
 
-    body = path.read_text(encoding="utf-8")
-    text = SCHEMA_URL_COMMENT.format(url=json_schema()["$id"]) + body
+    text = starter_spec(path.read_text(encoding="utf-8"), preset)
     if output == "-":
         sys.stdout.write(text)
         return

@@ -280,6 +280,8 @@ class Hardware(_Model):
 
 
 class Serving(_Model):
+    """Engine limits: context length, batching, memory fraction, caching."""
+
     max_model_len: int = Field(8192, ge=16, le=10_485_760, description="Max tokens per sequence.")
     max_num_batched_tokens: int | None = Field(
         None,
@@ -301,6 +303,8 @@ class Serving(_Model):
 
 
 class Slo(_Model):
+    """Expected load and latency targets; the sizing check tests them."""
+
     concurrent_requests: int = Field(
         16,
         ge=1,
@@ -318,6 +322,8 @@ class Slo(_Model):
 
 
 class Autoscaling(_Model):
+    """KEDA scaling on queued requests read from Prometheus."""
+
     min_replicas: int = Field(
         1,
         ge=1,
@@ -408,6 +414,8 @@ class Startup(_Model):
 
 
 class ServiceAccount(_Model):
+    """The pods' ServiceAccount: an IRSA role for S3 access, never keys."""
+
     iam_role_arn: str | None = Field(
         None,
         description=(
@@ -419,6 +427,8 @@ class ServiceAccount(_Model):
 
 
 class Network(_Model):
+    """Who may call the server (NetworkPolicy) and where Prometheus runs."""
+
     client_namespaces: tuple[str, ...] | None = Field(
         None,
         description=(
@@ -445,6 +455,8 @@ class Network(_Model):
 
 
 class Monitoring(_Model):
+    """The Prometheus-operator object that makes the autoscaling metric exist."""
+
     kind: Literal["ServiceMonitor", "PodMonitor", "none"] = Field(
         "ServiceMonitor", description="Prometheus-operator object that makes the metric exist."
     )
