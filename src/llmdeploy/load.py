@@ -181,15 +181,7 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
     except YAMLError as exc:
         raise SpecError([Diagnostic(f"YAML: {exc}", file=label)]) from None
     except RecursionError:  # ruamel's composer recurses once per nesting level
-        raise SpecError(
-            [
-                Diagnostic(
-                    "YAML: nested too deeply",
-                    file=label,
-                    hint="a spec is at most a few levels deep",
-                )
-            ]
-        ) from None
+        raise _too_deep(label) from None
     except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise SpecError([Diagnostic(f"YAML: {exc}", file=label)]) from None
     docs = [d for d in docs if d is not None]
@@ -238,18 +230,20 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
             ]
         ) from None
     except RecursionError:
-        raise SpecError(
-            [
-                Diagnostic(
-                    "YAML: nested too deeply",
-                    file=label,
-                    hint="a spec is at most a few levels deep",
-                )
-            ]
-        ) from None
+        raise _too_deep(label) from None
     if not isinstance(data, dict):
         raise SpecError([_diag(label, lines, "a spec is a YAML mapping", 1, 1)])
     return data, positions
+
+
+def _too_deep(label: str) -> SpecError:
+    return SpecError(
+        [
+            Diagnostic(
+                "YAML: nested too deeply", file=label, hint="a spec is at most a few levels deep"
+            )
+        ]
+    )
 
 
 def _nearest(
