@@ -217,8 +217,8 @@ def variations(base: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def fits(spec: dict[str, Any]) -> bool:
     """The spec validates and the sizing check says it can start (what `render` requires)."""
-    from llmdeploy.size import size_spec
-    from llmdeploy.spec import Spec
+    from llmdeploy.sizing.requests import size_spec
+    from llmdeploy.spec.sections import Spec
 
     try:
         sizing = size_spec(Spec.model_validate(spec), None)
@@ -229,7 +229,8 @@ def fits(spec: dict[str, Any]) -> bool:
 
 def renders(preset: str) -> str:
     """Render a preset in this process; return '' if it renders, else the reason."""
-    from llmdeploy import load, pipeline
+    from llmdeploy import pipeline
+    from llmdeploy.spec import load
 
     path = pipeline.preset_path(preset)
     if path is None:

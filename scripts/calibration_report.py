@@ -22,11 +22,12 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from llmdeploy import size as sizing
-from llmdeploy import size_hw
-from llmdeploy import size_memory as mem
+from llmdeploy.catalog.models import load_architecture
 from llmdeploy.errors import LlmdeployError
-from llmdeploy.models import load_architecture
+from llmdeploy.sizing import calculator
+from llmdeploy.sizing import gpu_memory as size_hw
+from llmdeploy.sizing import memory as mem
+from llmdeploy.sizing.types import SizingRequest
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_PATH = REPO.parent / "shared" / "sizing" / "calibration.yaml"
@@ -109,7 +110,7 @@ def _dtype(text: object) -> str:
     return word if word in {"float32", "float16", "bfloat16"} else "auto"
 
 
-def request_for_case(case: dict[str, Any]) -> sizing.SizingRequest:
+def request_for_case(case: dict[str, Any]) -> SizingRequest:
     """The SizingRequest reproducing one logged start-up (its own total, gmu, TP, version)."""
     if int(case.get("pp") or 1) != 1:
         raise ValueError("pipeline parallelism is not modelled")
@@ -118,7 +119,7 @@ def request_for_case(case: dict[str, Any]) -> sizing.SizingRequest:
     key = _gpu_key(gpu_name)
     gpu = size_hw.gpu_by_key(key) if key else None
     tp = int(case.get("tp") or 1)
-    return sizing.SizingRequest(
+    return SizingRequest(
         architecture=arch,
         gpu=gpu,
         gpu_total_gib=float(case["gpu_total_gib"]),
@@ -138,7 +139,7 @@ def evaluate(case: dict[str, Any]) -> Row:
     cid = str(case["id"])
     try:
         req = request_for_case(case)
-        result = sizing.compute(req)
+        result = calculator.compute(req)
     except (LlmdeployError, ValueError) as exc:
         message = exc.message if isinstance(exc, LlmdeployError) else str(exc)
         return Row(

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Generate the spec's committed documentation from its JSON Schema.
 
-* ``docs/spec.schema.json``: exactly ``llmdeploy schema`` (``llmdeploy.cli.schema_text()``).
+* ``docs/spec.schema.json``: exactly ``llmdeploy schema``
+  (``llmdeploy.cli.commands.schema_text()``).
 * ``docs/spec-reference.md``: one table per section of the spec (key path, type, default,
   allowed values, description), walked from the same schema, so the page cannot disagree with
   the validator.
@@ -256,8 +257,8 @@ def reference_markdown(schema: Schema) -> str:
 
 def generate() -> dict[str, str]:
     """Relative path -> the text that file must have."""
-    from llmdeploy.cli import schema_text
-    from llmdeploy.spec import json_schema
+    from llmdeploy.cli.commands import schema_text
+    from llmdeploy.spec.sections import json_schema
 
     # The committed JSON has sorted keys; the page follows the spec's own field order.
     return {SCHEMA_FILE: schema_text(), REFERENCE_FILE: reference_markdown(json_schema())}

@@ -51,6 +51,6 @@ def crd_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def crds(crd_dir: Path) -> object:
-    from llmdeploy.check import CrdRegistry
+    from llmdeploy.check.documents import CrdRegistry
 
     return CrdRegistry.from_dirs([crd_dir])

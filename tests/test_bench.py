@@ -60,7 +60,7 @@ def test_importtime_owners(bench: ModuleType) -> None:
 
 
 def test_fleet_specs_are_valid_and_distinct(bench: ModuleType, tmp_path: Path) -> None:
-    from llmdeploy import load
+    from llmdeploy.spec import load
 
     distinct = bench.write_fleet(tmp_path, 6, [bench.FALLBACK_PRESET])
     files = sorted(tmp_path.glob("*.yaml"))

@@ -14,7 +14,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from llmdeploy.check import (
+from llmdeploy.check.documents import (
     CheckInputError,
     CrdRegistry,
     DocResult,

@@ -1,7 +1,7 @@
 """The command line end to end: output streams, files on disk, exit codes, messages.
 
-Runs ``llmdeploy.cli.app`` in-process with ``typer.testing.CliRunner``. The typer in use (0.29,
-with its own copy of click) always captures stdout and stderr separately (``result.stdout``,
+Runs ``llmdeploy.cli.commands.app`` in-process with ``typer.testing.CliRunner``. The typer in use
+(0.29, with its own copy of click) always captures stdout and stderr separately (``result.stdout``,
 ``result.stderr``; ``result.output`` is both interleaved), so there is no ``mix_stderr`` switch to
 set. A few tests run ``python -m llmdeploy`` in a subprocess to check the real entry point.
 """
@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from llmdeploy import __version__, cli, pipeline
-from llmdeploy.check import parse_documents
+from llmdeploy import __version__, pipeline
+from llmdeploy.check.documents import parse_documents
+from llmdeploy.cli import commands as cli
 from llmdeploy.errors import ExitCode
-from llmdeploy.load import load_spec_file
+from llmdeploy.spec.load import load_spec_file
 
 REPO = Path(__file__).resolve().parents[1]
 PRESET = "llama3-8b-vllm-g5"
@@ -206,7 +207,7 @@ def test_render_stream_has_source_comments_and_parses(workdir: Path) -> None:
         assert source == f"{parsed[0][1]['kind'].lower()}.yaml"
     # the whole stream is one valid multi-document YAML stream, in a fixed kind order
     assert [d["kind"] for _, d in parse_documents(stream, "stdout")] == kinds
-    from llmdeploy.plan import KIND_ORDER
+    from llmdeploy.plan.assemble import KIND_ORDER
 
     assert kinds == sorted(kinds, key=KIND_ORDER.index)
     # the same documents as `-o DIR`, apart from the regenerate comment

@@ -35,10 +35,11 @@ import pytest
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
-from llmdeploy import cli, pipeline
+from llmdeploy import pipeline
+from llmdeploy.cli import commands as cli
 from llmdeploy.errors import DoesNotFitError, ExitCode
-from llmdeploy.load import load_spec_text
-from llmdeploy.spec import API_VERSION, Spec
+from llmdeploy.spec.load import load_spec_text
+from llmdeploy.spec.sections import API_VERSION, Spec
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = sorted([REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])

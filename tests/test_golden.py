@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from llmdeploy import load, pipeline
+from llmdeploy import pipeline
+from llmdeploy.spec import load
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 PRESETS = pipeline.preset_names()

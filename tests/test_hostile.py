@@ -30,15 +30,15 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from llmdeploy import pipeline
-from llmdeploy.check import parse_documents
-from llmdeploy.cli import app
+from llmdeploy.check.documents import parse_documents
+from llmdeploy.cli.commands import app
 from llmdeploy.errors import (
     DoesNotFitError,
     LlmdeployError,
     SpecError,
     ValidationFailedError,
 )
-from llmdeploy.load import MAX_BYTES, LoadedSpec, load_spec_file, load_spec_text
+from llmdeploy.spec.load import MAX_BYTES, LoadedSpec, load_spec_file, load_spec_text
 
 # --- building spec text --------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from llmdeploy.errors import SpecError
-from llmdeploy.load import MAX_BYTES, load_spec_file, load_spec_text
+from llmdeploy.spec.load import MAX_BYTES, load_spec_file, load_spec_text
 
 GOOD = """\
 apiVersion: llmdeploy.dev/v1alpha1
@@ -133,8 +133,8 @@ def test_unquoted_float_is_a_type_error_not_a_silent_string() -> None:
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from llmdeploy.load import parse_yaml  # noqa: E402
-from llmdeploy.load_fast import fast_parse  # noqa: E402
+from llmdeploy.spec.fast_yaml import fast_parse  # noqa: E402
+from llmdeploy.spec.load import parse_yaml  # noqa: E402
 
 SCALARS = [
     "=",

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from llmdeploy import models
+from llmdeploy.catalog import architecture as models
+from llmdeploy.catalog.models import catalog_name, catalog_names, load_architecture
 from llmdeploy.errors import ExitCode, UnknownArchitectureError
-from llmdeploy.models import catalog_name, catalog_names, load_architecture
 
 LLAMA_8B: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],
@@ -30,7 +30,7 @@ LLAMA_8B: dict[str, Any] = {
 
 
 def _csv_rows() -> list[dict[str, str]]:
-    text = resources.files("llmdeploy").joinpath("data", "models.csv").read_text("utf-8")
+    text = resources.files("llmdeploy.catalog").joinpath("data", "models.csv").read_text("utf-8")
     return list(csv.DictReader(text.splitlines()))
 
 

@@ -9,6 +9,7 @@ YAML through the same pipeline.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import shutil
@@ -22,10 +23,14 @@ from typing import Any
 import pytest
 import yaml
 
-from llmdeploy import catalog, load, pipeline, plan, render
-from llmdeploy.catalog import Instance
+from llmdeploy import pipeline, render
+from llmdeploy.catalog import ec2 as catalog
+from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.errors import SpecError
-from llmdeploy.spec import Spec
+from llmdeploy.plan import nodes
+from llmdeploy.sizing.types import Sizing
+from llmdeploy.spec import load
+from llmdeploy.spec.sections import Spec
 
 REPO = Path(__file__).resolve().parents[1]
 PRESETS = pipeline.preset_names()
@@ -42,6 +47,7 @@ class Out:
     weights_gib: float
     docs: tuple[dict[str, Any], ...]
     files: dict[str, str]
+    sizing: Sizing
 
     def all(self, kind: str) -> list[dict[str, Any]]:
         return [d for d in self.docs if d.get("kind") == kind]
@@ -79,7 +85,7 @@ def _render(loaded: load.LoadedSpec, crds: object) -> Out:
     docs = tuple(doc for _, doc in pipeline.yaml_documents(result.files))
     spec = loaded.spec
     weights = float(result.sizing.weights_gib_per_gpu) * spec.hardware.tensor_parallel
-    return Out(spec, result.sizing.instance, weights, docs, dict(result.files))
+    return Out(spec, result.sizing.instance, weights, docs, dict(result.files), result.sizing)
 
 
 _CACHE: dict[str, Out] = {}
@@ -172,7 +178,9 @@ def test_startup_budget_grows_with_model_size(preset: str, crds: object) -> None
     out = rendered(preset, crds)
     budgets = []
     for weights in (8.0, 40.0, 140.0, 400.0):
-        the_plan = plan.make_plan(out.spec, out.instance, weights, "test")
+        tp = out.spec.hardware.tensor_parallel
+        sizing = dataclasses.replace(out.sizing, weights_gib_per_gpu=weights / tp)
+        the_plan = pipeline.make_plan(out.spec, sizing, "test")
         files = render.render_plan(the_plan, "test")
         deployment = next(d for _, d in pipeline.yaml_documents(files) if d["kind"] == "Deployment")
         server = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -642,7 +650,7 @@ def test_s3_mode_without_nvme_sizes_the_root_volume(crds: object) -> None:
     root = mem_bytes(nodeclass["blockDeviceMappings"][0]["ebs"]["volumeSize"])
     pods = out.instance.gpu_count // out.spec.hardware.tensor_parallel
     eph = mem_bytes(out.server["resources"]["requests"]["ephemeral-storage"])
-    assert root >= pods * eph + plan.ROOT_VOLUME_SYSTEM_GIB * 2**30
+    assert root >= pods * eph + nodes.ROOT_VOLUME_SYSTEM_GIB * 2**30
 
 
 @pytest.mark.skipif(not VLLM_PRESETS, reason="no vLLM preset")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from llmdeploy import pipeline
-from llmdeploy.load import load_spec_text
-from llmdeploy.scaffold import starter_spec
+from llmdeploy.spec.load import load_spec_text
+from llmdeploy.spec.starter import starter_spec
 
 
 def _uncomment(text: str) -> str:

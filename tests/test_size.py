@@ -17,13 +17,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from llmdeploy import catalog, size_hw, size_report
-from llmdeploy import size as sizing
-from llmdeploy import size_memory as mem
+from llmdeploy.catalog import ec2 as catalog
+from llmdeploy.catalog.models import load_architecture
+from llmdeploy.cli import size_report
+from llmdeploy.engines.vllm.budget import vllm_facts
 from llmdeploy.errors import SpecError, UnknownArchitectureError, UsageError
-from llmdeploy.models import load_architecture
-from llmdeploy.size_suggest import apply_suggestion
-from llmdeploy.spec import Spec
+from llmdeploy.sizing import calculator, parallel, requests, suggest
+from llmdeploy.sizing import gpu_memory as size_hw
+from llmdeploy.sizing import memory as mem
+from llmdeploy.sizing.suggest import apply_suggestion
+from llmdeploy.sizing.types import SizingRequest
+from llmdeploy.spec.sections import Spec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -110,14 +114,14 @@ def test_unsupported_case_is_refused_loudly() -> None:
 
 
 def test_llama3_70b_fp16_on_g5_12xlarge_does_not_fit_and_a_suggestion_does() -> None:
-    req = sizing.request_from_options("llama-3-70b", instance="g5.12xlarge", tp=4)
-    result = sizing.size(req)
+    req = requests.request_from_options("llama-3-70b", instance="g5.12xlarge", tp=4)
+    result = suggest.size(req)
     assert not result.fits
     assert result.weights_gib_per_gpu > result.gpu_total_gib  # ~32.9 GiB of weights per A10G
     assert result.reasons and result.suggestions
     for suggestion in result.suggestions:
         assert suggestion.fits
-        resized = sizing.compute(apply_suggestion(req, suggestion))
+        resized = calculator.compute(apply_suggestion(req, suggestion))
         assert resized.fits, suggestion.change
         assert resized.kv_cache_gib_per_gpu == pytest.approx(suggestion.kv_cache_gib_per_gpu)
     changes = {s.field for s in result.suggestions}
@@ -127,12 +131,12 @@ def test_llama3_70b_fp16_on_g5_12xlarge_does_not_fit_and_a_suggestion_does() -> 
 
 def test_llama3_70b_on_p4d_fits_with_little_kv_and_reports_slo_share() -> None:
     req = dataclasses.replace(
-        sizing.request_from_options("llama-3-70b", instance="p4d.24xlarge", tp=4),
+        requests.request_from_options("llama-3-70b", instance="p4d.24xlarge", tp=4),
         slo_concurrent_requests=100,
         slo_input_tokens=512,
         slo_output_tokens=256,
     )
-    result = sizing.size(req)
+    result = suggest.size(req)
     assert result.fits, result.reasons
     assert 0 < result.kv_cache_gib_per_gpu < 5
     layout = mem.kv_layout(req.architecture, 4, 2, 16)
@@ -163,8 +167,8 @@ MODELS = [
 INSTANCES = ["p5.48xlarge", "p4de.24xlarge", "g6e.48xlarge", "g5.48xlarge"]
 
 
-def _req(model: str, instance: str, **kw: Any) -> sizing.SizingRequest:
-    return dataclasses.replace(sizing.request_from_options(model, instance=instance), **kw)
+def _req(model: str, instance: str, **kw: Any) -> SizingRequest:
+    return dataclasses.replace(requests.request_from_options(model, instance=instance), **kw)
 
 
 @settings(max_examples=40, deadline=None)
@@ -178,9 +182,9 @@ def test_more_tp_never_means_less_kv_per_replica(model: str, instance: str, vers
     valid = [
         tp
         for tp in (1, 2, 4, 8)
-        if not sizing.tp_problems(base.architecture, tp, dataclasses.replace(base, tp=tp))
+        if not parallel.tp_problems(base.architecture, tp, dataclasses.replace(base, tp=tp))
     ]
-    results = [sizing.compute(dataclasses.replace(base, tp=tp)) for tp in valid]
+    results = [calculator.compute(dataclasses.replace(base, tp=tp)) for tp in valid]
     for small, big in itertools.pairwise(results):
         assert big.kv_cache_gib_per_gpu * big.tp >= small.kv_cache_gib_per_gpu * small.tp
         assert big.kv_cache_tokens >= small.kv_cache_tokens
@@ -200,8 +204,8 @@ def test_longer_context_never_increases_concurrency(
     arch = load_architecture(model)
     longer = min(short + extra, arch.max_position_embeddings)
     base = _req(model, instance, tp=4 if arch.num_kv_heads % 4 == 0 else 1, engine_version=version)
-    a = sizing.compute(dataclasses.replace(base, max_model_len=short))
-    b = sizing.compute(dataclasses.replace(base, max_model_len=longer))
+    a = calculator.compute(dataclasses.replace(base, max_model_len=short))
+    b = calculator.compute(dataclasses.replace(base, max_model_len=longer))
     assert b.max_concurrency <= a.max_concurrency
 
 
@@ -209,8 +213,8 @@ def test_longer_context_never_increases_concurrency(
 @given(st.sampled_from(MODELS), st.sampled_from(INSTANCES), st.sampled_from([1, 2, 4, 8]))
 def test_fp8_kv_never_reduces_tokens(model: str, instance: str, tp: int) -> None:
     base = _req(model, instance, tp=tp, max_model_len=4096)
-    auto = sizing.compute(base)
-    fp8 = sizing.compute(dataclasses.replace(base, kv_cache_dtype="fp8"))
+    auto = calculator.compute(base)
+    fp8 = calculator.compute(dataclasses.replace(base, kv_cache_dtype="fp8"))
     assert fp8.kv_cache_tokens >= auto.kv_cache_tokens
     assert fp8.kv_bytes_per_token_per_gpu * 2 == auto.kv_bytes_per_token_per_gpu
 
@@ -218,8 +222,8 @@ def test_fp8_kv_never_reduces_tokens(model: str, instance: str, tp: int) -> None
 # --- mechanisms -------------------------------------------------------------------------------
 
 
-def _h100(model: str, **kw: Any) -> sizing.SizingRequest:
-    return dataclasses.replace(sizing.request_from_options(model, gpu="h100"), **kw)
+def _h100(model: str, **kw: Any) -> SizingRequest:
+    return dataclasses.replace(requests.request_from_options(model, gpu="h100"), **kw)
 
 
 def test_tied_embeddings_counted_once_and_vocab_padded_and_sharded() -> None:
@@ -245,11 +249,11 @@ def test_kv_heads_replicated_when_tp_exceeds_them() -> None:
 
 def test_quantized_weight_bytes() -> None:
     arch = load_architecture("llama-3-70b")
-    awq = sizing.compute(_h100("llama-3-70b", quantization="int4-awq"))
+    awq = calculator.compute(_h100("llama-3-70b", quantization="int4-awq"))
     embed = 2 * 128256 * 8192 * 2 / mem.GIB
     linear = (arch.total_params - 2 * 128256 * 8192) * (0.5 + 2.5 / 128) / mem.GIB
     assert awq.weights_gib_per_gpu == pytest.approx(linear + embed, rel=0.01)  # ~37.1 GiB
-    fp8 = sizing.compute(_h100("llama-3.1-8b", quantization="fp8"))
+    fp8 = calculator.compute(_h100("llama-3.1-8b", quantization="fp8"))
     assert fp8.weights_gib_per_gpu == pytest.approx(8.49, abs=0.02)  # calibration log
     moe = load_architecture("mixtral-8x7b")
     q = mem.REQUESTED_QUANT["int4-awq"]
@@ -262,7 +266,7 @@ def test_mla_kv_is_576_values_and_not_sharded() -> None:
     arch = load_architecture("deepseek-v3")
     for tp in (1, 8):
         assert mem.kv_layout(arch, tp, 2, 64).bytes_per_token_per_gpu == 61 * 576 * 2
-    result = sizing.compute(_h100("deepseek-v3", tp=8, max_model_len=8192))
+    result = calculator.compute(_h100("deepseek-v3", tp=8, max_model_len=8192))
     assert result.block_size == 64
 
 
@@ -275,28 +279,33 @@ def test_hybrid_concurrency_counts_pages_of_every_group() -> None:
 
 
 def test_version_facts() -> None:
-    assert mem.vllm_facts("0.19.0").default_gmu == 0.9
-    assert mem.vllm_facts("0.21.0").default_gmu == 0.92
-    old = sizing.compute(_h100("llama-3.1-8b", engine_version="0.20.0", gpu_memory_utilization=0.9))
-    new = sizing.compute(_h100("llama-3.1-8b", engine_version="0.21.0", gpu_memory_utilization=0.9))
+    assert vllm_facts("0.19.0").default_gmu == 0.9
+    assert vllm_facts("0.21.0").default_gmu == 0.92
+    old = calculator.compute(
+        _h100("llama-3.1-8b", engine_version="0.20.0", gpu_memory_utilization=0.9)
+    )
+    new = calculator.compute(
+        _h100("llama-3.1-8b", engine_version="0.21.0", gpu_memory_utilization=0.9)
+    )
     assert new.kv_cache_gib_per_gpu == pytest.approx(
         old.kv_cache_gib_per_gpu - new.cudagraph_gib, abs=0.01
     )
-    eager = sizing.compute(_h100("llama-3.1-8b", engine_version="0.21.0", enforce_eager=True))
+    eager = calculator.compute(_h100("llama-3.1-8b", engine_version="0.21.0", enforce_eager=True))
     assert eager.cudagraph_gib == 0
-    a16 = sizing.compute(_h100("qwen3-14b", engine_version="0.16.0", max_model_len=8192))
-    a17 = sizing.compute(_h100("qwen3-14b", engine_version="0.17.0", max_model_len=8192))
+    a16 = calculator.compute(_h100("qwen3-14b", engine_version="0.16.0", max_model_len=8192))
+    a17 = calculator.compute(_h100("qwen3-14b", engine_version="0.17.0", max_model_len=8192))
     assert a16.activation_gib > 2 * a17.activation_gib  # the 0.16 -> 0.17 drop
 
 
 def test_v0_activation_grows_with_context_without_chunked_prefill() -> None:
-    short = sizing.compute(_h100("llama-3.1-8b", engine_version="0.6.3", max_model_len=4096))
-    long = sizing.compute(_h100("llama-3.1-8b", engine_version="0.6.3", max_model_len=32768))
-    chunked = sizing.compute(_h100("llama-3.1-8b", engine_version="0.6.3", max_model_len=65536))
+    short = calculator.compute(_h100("llama-3.1-8b", engine_version="0.6.3", max_model_len=4096))
+    long = calculator.compute(_h100("llama-3.1-8b", engine_version="0.6.3", max_model_len=32768))
+    chunked = calculator.compute(_h100("llama-3.1-8b", engine_version="0.6.3", max_model_len=65536))
     assert long.activation_gib > short.activation_gib
     assert chunked.max_num_batched_tokens == 2048 < long.max_num_batched_tokens
     v1 = [
-        sizing.compute(_h100("llama-3.1-8b", max_model_len=n)).activation_gib for n in (4096, 32768)
+        calculator.compute(_h100("llama-3.1-8b", max_model_len=n)).activation_gib
+        for n in (4096, 32768)
     ]
     assert v1[0] == v1[1]
 
@@ -308,10 +317,10 @@ def test_non_torch_by_tp_and_interconnect() -> None:
 
 
 def test_headroom_for_context_and_cuda_graphs_is_checked() -> None:
-    result = sizing.compute(_h100("llama-3.1-8b", gpu_memory_utilization=0.99))
+    result = calculator.compute(_h100("llama-3.1-8b", gpu_memory_utilization=0.99))
     assert not result.fits and any("outside the budget" in r for r in result.reasons)
     assert result.max_gpu_memory_utilization is not None
-    ok = sizing.compute(
+    ok = calculator.compute(
         _h100("llama-3.1-8b", gpu_memory_utilization=result.max_gpu_memory_utilization)
     )
     assert ok.fits
@@ -332,19 +341,19 @@ def test_gpu_totals_measured_and_derived() -> None:
 
 
 def test_tp_validity_is_a_reason_not_an_exception() -> None:
-    result = sizing.compute(_h100("qwen3-14b", tp=5))
+    result = calculator.compute(_h100("qwen3-14b", tp=5))
     assert not result.fits and any("KV heads" in r for r in result.reasons)
-    result = sizing.compute(
-        sizing.request_from_options("llama-3.1-8b", instance="g6e.xlarge", tp=2)
+    result = calculator.compute(
+        requests.request_from_options("llama-3.1-8b", instance="g6e.xlarge", tp=2)
     )
     assert not result.fits and any("exceeds" in r for r in result.reasons)
     assert result.instance is not None and result.instance.name == "g6e.xlarge"
 
 
 def test_quick_mode_options() -> None:
-    req = sizing.request_from_options("llama-3.1-8b", gpu_memory_gib=40.0, tp=2)
+    req = requests.request_from_options("llama-3.1-8b", gpu_memory_gib=40.0, tp=2)
     assert req.gpu_total_gib == 40.0 and req.nvlink
-    assert sizing.request_from_options("llama-3.1-8b", gpu="a100-40").gpu is not None
+    assert requests.request_from_options("llama-3.1-8b", gpu="a100-40").gpu is not None
     bads: list[dict[str, Any]] = [
         {"quantization": "int3"},
         {"kv_cache_dtype": "fp4"},
@@ -355,9 +364,9 @@ def test_quick_mode_options() -> None:
     ]
     for bad in bads:
         with pytest.raises(UsageError):
-            sizing.request_from_options("llama-3.1-8b", **{"gpu": "h100", **bad})
+            requests.request_from_options("llama-3.1-8b", **{"gpu": "h100", **bad})
     with pytest.raises(UnknownArchitectureError):
-        sizing.request_from_options("no-such-model", gpu="h100")
+        requests.request_from_options("no-such-model", gpu="h100")
 
 
 def _spec(**overrides: Any) -> Spec:
@@ -373,7 +382,7 @@ def _spec(**overrides: Any) -> Spec:
 
 
 def test_size_spec_picks_the_cheapest_fitting_size_of_a_family() -> None:
-    result = sizing.size_spec(_spec())
+    result = requests.size_spec(_spec())
     assert result.fits and result.instance is not None
     # The cheapest size whose pod share also has the host CPU and memory a server needs
     # (g6e.xlarge's 4 vCPU leave 2 cores after DaemonSets: not offered).
@@ -382,7 +391,7 @@ def test_size_spec_picks_the_cheapest_fitting_size_of_a_family() -> None:
     ]
     assert result.instance.price_usd_hr == min(i.price_usd_hr or 0 for i in members)
     assert result.instance.name == "g6e.2xlarge"
-    big = sizing.size_spec(
+    big = requests.size_spec(
         _spec(
             model={"id": "x", "architecture": "llama-3-70b"},
             hardware={"instanceFamily": "g6e", "tensorParallel": 4},
@@ -392,7 +401,7 @@ def test_size_spec_picks_the_cheapest_fitting_size_of_a_family() -> None:
 
 
 def test_size_spec_without_a_fitting_size_reports_the_smallest_valid() -> None:
-    result = sizing.size_spec(
+    result = requests.size_spec(
         _spec(
             model={"id": "x", "architecture": "llama-3.1-405b"},
             hardware={"instanceFamily": "g6e", "tensorParallel": 8},
@@ -404,9 +413,9 @@ def test_size_spec_without_a_fitting_size_reports_the_smallest_valid() -> None:
 
 def test_size_spec_errors() -> None:
     with pytest.raises(SpecError):
-        sizing.size_spec(_spec(hardware={"instanceType": "zz9.large"}))
+        requests.size_spec(_spec(hardware={"instanceType": "zz9.large"}))
     with pytest.raises(UnknownArchitectureError):
-        sizing.size_spec(_spec(model={"id": "x", "architecture": "./nope/config.json"}))
+        requests.size_spec(_spec(model={"id": "x", "architecture": "./nope/config.json"}))
 
 
 def test_trtllm_budget_is_a_fraction_of_memory_free_after_load() -> None:
@@ -419,7 +428,7 @@ def test_trtllm_budget_is_a_fraction_of_memory_free_after_load() -> None:
         },
         hardware={"instanceType": "g6e.xlarge"},
     )
-    result = sizing.size_spec(spec)
+    result = requests.size_spec(spec)
     assert result.engine == "trtllm" and result.engine_version == "0.12.0"
     free = (
         result.gpu_total_gib
@@ -433,7 +442,9 @@ def test_trtllm_budget_is_a_fraction_of_memory_free_after_load() -> None:
 
 
 def test_json_and_table_output() -> None:
-    result = sizing.size(sizing.request_from_options("llama-3-70b", instance="g5.12xlarge", tp=4))
+    result = suggest.size(
+        requests.request_from_options("llama-3-70b", instance="g5.12xlarge", tp=4)
+    )
     data = size_report.to_json(result)
     keys = list(data)
     for key in (

@@ -24,18 +24,21 @@ from google.protobuf import text_format
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from llmdeploy import catalog, trtllm
-from llmdeploy.errors import SpecError, UnsupportedFlagError
-from llmdeploy.load import load_spec_file
-from llmdeploy.spec import DEFAULT_TRITON_VERSION, Spec
-from llmdeploy.trtllm_flags import (
+from llmdeploy.catalog import ec2 as catalog
+from llmdeploy.engines.trtllm import decisions as trtllm
+from llmdeploy.engines.trtllm.flags import (
     TRITON_TO_TRTLLM,
     problem,
     script_path,
     ships_trtllm_build,
     version_key,
 )
-from llmdeploy.trtllm_serving import ENGINE_DIR, REPO_MODELS, TOKENIZER_DIR, waiting_query
+from llmdeploy.engines.trtllm.serving import ENGINE_DIR, REPO_MODELS, TOKENIZER_DIR, waiting_query
+from llmdeploy.engines.trtllm.spec import DEFAULT_TRITON_VERSION
+from llmdeploy.errors import SpecError, UnsupportedFlagError
+from llmdeploy.render import render_text
+from llmdeploy.spec.load import load_spec_file
+from llmdeploy.spec.sections import Spec
 
 REPO = Path(__file__).resolve().parents[1]
 PRESET = REPO / "presets" / "llama3-70b-trtllm-int4awq-p4d.yaml"
@@ -68,6 +71,11 @@ WRITE_UP_BUILD = (
     "--remove_input_padding enable --use_custom_all_reduce enable --max_batch_size 128 "
     "--max_input_len 4096 --max_output_len 2048"
 )
+
+
+def rendered_repository(p: trtllm.TrtllmPlan) -> dict[str, str]:
+    """The Triton model repository's config.pbtxt files as the render stage writes them."""
+    return {path: render_text(t) for path, t in trtllm.model_repository(p).items()}
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -181,7 +189,7 @@ def flag_pairs(args: list[str]) -> list[tuple[str, str | None]]:
 
 
 def flags_of(p: trtllm.TrtllmPlan, tool_prefix: str) -> dict[str, str | None]:
-    for tool, _, args in invocations(trtllm.build_script(p)):
+    for tool, _, args in invocations(render_text(trtllm.build_script(p))):
         if tool.startswith(tool_prefix):
             return dict(flag_pairs(args))
     raise AssertionError(f"no {tool_prefix} invocation")
@@ -248,7 +256,7 @@ def test_write_up_commands_are_rejected_by_the_0_12_table() -> None:
 def test_every_rendered_flag_is_accepted_by_the_pinned_version(
     variant: trtllm.TrtllmPlan,
 ) -> None:
-    found = invocations(trtllm.build_script(variant))
+    found = invocations(render_text(trtllm.build_script(variant)))
     assert [t for t, _, _ in found][-1] == "trtllm-build"
     assert len(found) == 2
     for tool, path, args in found:
@@ -260,7 +268,7 @@ def test_every_rendered_flag_is_accepted_by_the_pinned_version(
 
 
 def test_write_up_mistakes_absent(variant: trtllm.TrtllmPlan) -> None:
-    script = trtllm.build_script(variant)
+    script = render_text(trtllm.build_script(variant))
     for wrong in (
         "--max_output_len",
         "--use_custom_all_reduce",
@@ -274,9 +282,9 @@ def test_write_up_mistakes_absent(variant: trtllm.TrtllmPlan) -> None:
 def test_build_script_passes_shellcheck(variant: trtllm.TrtllmPlan, tmp_path: Path) -> None:
     files = []
     for name, text in (
-        ("build-engine.sh", trtllm.build_script(variant)),
-        ("fetch-artifacts.sh", trtllm.fetch_script(variant)),
-        ("assemble-model-repo.sh", trtllm.init_script(variant)),
+        ("build-engine.sh", render_text(trtllm.build_script(variant))),
+        ("fetch-artifacts.sh", render_text(trtllm.fetch_script(variant))),
+        ("assemble-model-repo.sh", render_text(trtllm.init_script(variant))),
     ):
         path = tmp_path / name
         path.write_text(text, encoding="utf-8")
@@ -301,7 +309,7 @@ def test_16bit_variant_converts_without_quantizing() -> None:
     assert build["--max_input_len"] == "4096"
     assert build["--use_paged_context_fmha"] == "enable"
     assert build["--kv_cache_type"] == "paged"
-    assert [t for t, _, _ in invocations(trtllm.build_script(p))] == [
+    assert [t for t, _, _ in invocations(render_text(trtllm.build_script(p)))] == [
         "convert_checkpoint.py:llama",
         "trtllm-build",
     ]
@@ -399,7 +407,9 @@ def test_user_strings_reach_the_downloader_unchanged(model_id: str, revision: st
     assume(not revision or (revision.strip() and not revision.startswith("-")))
     assume(not any(unicodedata.category(c) in {"Zl", "Zp"} for c in model_id + revision))
     p = make_plan(model={"id": model_id, "revision": revision or None})
-    line = next(ln for ln in trtllm.build_script(p).splitlines() if ln.startswith("download=("))
+    line = next(
+        ln for ln in render_text(trtllm.build_script(p)).splitlines() if ln.startswith("download=(")
+    )
     out = subprocess.run(
         ["bash", "-c", f"{line}\nprintf '%s\\0' \"${{download[@]}}\""],
         capture_output=True,
@@ -414,7 +424,7 @@ def test_user_strings_reach_the_downloader_unchanged(model_id: str, revision: st
 
 
 def test_every_config_parses_as_triton_model_config(variant: trtllm.TrtllmPlan) -> None:
-    repo = trtllm.model_repository(variant)
+    repo = rendered_repository(variant)
     assert sorted(repo) == sorted(f"{m}/config.pbtxt" for m in REPO_MODELS)
     for path, text in repo.items():
         assert "${" not in text, path
@@ -435,7 +445,7 @@ def test_every_config_parses_as_triton_model_config(variant: trtllm.TrtllmPlan) 
 
 
 def test_ensemble_wiring_matches_the_composing_models(variant: trtllm.TrtllmPlan) -> None:
-    repo = {p.split("/")[0]: parse_config(t) for p, t in trtllm.model_repository(variant).items()}
+    repo = {p.split("/")[0]: parse_config(t) for p, t in rendered_repository(variant).items()}
     ensemble = repo["ensemble"]
     available = {i.name for i in ensemble.input}
     produced: set[str] = set()
@@ -459,13 +469,13 @@ def test_configmap_keys_and_init_containers() -> None:
     data = trtllm.configmap_data(p)
     keys = [kv.key for kv in data]
     assert all(re.fullmatch(r"[-._a-zA-Z0-9]+", k) for k in keys)
-    for kv in data:
-        assert "${" not in kv.value
+    for entry in data:
+        assert "${" not in render_text(entry.content)
     fetch, assemble = p.init_containers
     assert fetch.args[0].rsplit("/", 1)[1] in keys
     assert assemble.args[0].rsplit("/", 1)[1] in keys
     assert assemble.image == p.image == "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3"
-    assert "s3://example-model-store/llama3-70b/engine/" in trtllm.fetch_script(p)
+    assert "s3://example-model-store/llama3-70b/engine/" in render_text(trtllm.fetch_script(p))
     for m in REPO_MODELS:
         assert f"{m}.config.pbtxt" in keys
 

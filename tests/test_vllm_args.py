@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmdeploy import vllm_args as va
-from llmdeploy.vllm_args import (
+from llmdeploy.engines.vllm import flags as va
+from llmdeploy.engines.vllm.flags import (
     API_SERVER_COMMAND,
     DEFAULT_VLLM_VERSION,
     FLAGS,

@@ -43,10 +43,10 @@ def test_wheel_contains_templates_presets_and_data(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for required in (
         "llmdeploy/templates/k8s/deployment.yaml.j2",
-        "llmdeploy/templates/trtllm/build-engine.sh.j2",
+        "llmdeploy/engines/trtllm/templates/build-engine.sh.j2",
         "llmdeploy/presets/llama3-70b-vllm-p4d.yaml",
-        "llmdeploy/data/instances.csv",
-        "llmdeploy/data/models.csv",
+        "llmdeploy/catalog/data/instances.csv",
+        "llmdeploy/catalog/data/models.csv",
     ):
         assert required in names, required
     assert not any(n.startswith(("tests/", "llmdeploy/tests/")) for n in names)
@@ -74,7 +74,7 @@ def test_installed_wheel_renders_a_preset_outside_the_source_tree(
     )
     env = {**os.environ, "PYTHONPATH": str(target)}
     code = (
-        "import llmdeploy, sys; from llmdeploy.cli import main; "
+        "import llmdeploy, sys; from llmdeploy.cli.commands import main; "
         "assert llmdeploy.__file__.startswith(sys.argv[1]), llmdeploy.__file__; "
         "sys.argv = ['llmdeploy', 'render', '--preset', 'llama3-70b-vllm-p4d', '-o', '-']; main()"
     )

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from llmdeploy import load, pipeline
-from llmdeploy.check import parse_documents
+from llmdeploy import pipeline
+from llmdeploy.check.documents import parse_documents
 from llmdeploy.errors import DoesNotFitError
+from llmdeploy.spec import load
 
 PRESETS = pipeline.preset_names()
 

@@ -1,3 +1,3 @@
-from llmdeploy.cli import main
+from llmdeploy.cli.commands import main
 
 main()

@@ -1,4 +1,10 @@
-"""Glue: spec → size → plan → render → check, all in memory. Nothing touches the disk here."""
+"""Glue: spec → size → plan → render → check, all in memory; the write stage and the CLI take it
+from here. Besides reading the spec's own files (a local ``config.json``) and the presets,
+nothing here touches the disk.
+
+The engine named by ``engine.type`` is looked up once, in the registry; the stages it feeds never
+branch on its name.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmdeploy.errors import (
     DoesNotFitError,
@@ -18,21 +24,28 @@ from llmdeploy.errors import (
     UnsupportedFlagError,
     ValidationFailedError,
 )
-from llmdeploy.load import LoadedSpec
+from llmdeploy.spec.load import LoadedSpec
+
+if TYPE_CHECKING:
+    from llmdeploy.check.crd import CrdRegistry
+    from llmdeploy.check.documents import CheckReport
+    from llmdeploy.plan.types import Plan
+    from llmdeploy.sizing.types import Sizing
+    from llmdeploy.spec.sections import Spec
 
 
 @dataclass(frozen=True)
 class Rendered:
     loaded: LoadedSpec
-    sizing: Any  # llmdeploy.size.Sizing
+    sizing: Sizing
     files: tuple[tuple[str, str], ...]
-    report: Any  # llmdeploy.check.CheckReport
+    report: CheckReport
 
 
 def yaml_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
     """Parse rendered YAML files back the way the cluster reads them (every document of every
     *.yaml except kustomization.yaml)."""
-    from llmdeploy.check import parse_documents
+    from llmdeploy.check.documents import parse_documents
 
     docs: list[tuple[str, Any]] = []
     for name, text in files:
@@ -46,18 +59,21 @@ def render_loaded(
     loaded: LoadedSpec,
     *,
     header_command: str,
-    crds: Any = None,
+    crds: CrdRegistry | None = None,
     kube_version: str | None = None,
     force: bool = False,
 ) -> Rendered:
-    from llmdeploy import check, plan, render, size
+    from llmdeploy import render
+    from llmdeploy.check import documents as check
+    from llmdeploy.engines import registry
+    from llmdeploy.sizing.requests import size_spec
 
     spec = loaded.spec
     base_dir = loaded.path.parent if loaded.path is not None else None
     with _located(loaded, "model.architecture"):
-        sizing = size.size_spec(spec, base_dir, suggest=False)
+        sizing = size_spec(spec, base_dir, suggest=False)
         if not sizing.fits:  # the suggestions explain what would fit
-            sizing = size.size_spec(spec, base_dir)
+            sizing = size_spec(spec, base_dir)
     if not sizing.fits and not force:
         raise DoesNotFitError(
             f"{loaded.label}: this configuration cannot start: " + "; ".join(sizing.reasons),
@@ -65,10 +81,8 @@ def render_loaded(
         )
     if sizing.instance is None:
         raise DoesNotFitError(f"{loaded.label}: no instance type fits", sizing)
-    weights_total = float(sizing.weights_gib_per_gpu) * spec.hardware.tensor_parallel
-    version_key = "engine.version" if spec.engine.type == "vllm" else "engine.tritonVersion"
-    with _located(loaded, version_key):
-        the_plan = plan.make_plan(spec, sizing.instance, weights_total, header_command)
+    with _located(loaded, registry.get(spec.engine.type).version_field):
+        the_plan = make_plan(spec, sizing, header_command)
     files = render.render_plan(the_plan, loaded.label)
     report = check.check_documents(
         yaml_documents(files),
@@ -82,6 +96,16 @@ def render_loaded(
             report,
         )
     return Rendered(loaded=loaded, sizing=sizing, files=files, report=report)
+
+
+def make_plan(spec: Spec, sizing: Sizing, header_command: str) -> Plan:
+    """The plan: the engine's part (through the registry), completed by the shared stage."""
+    from llmdeploy.engines import registry
+    from llmdeploy.plan.assemble import assemble
+
+    assert sizing.instance is not None
+    parts = registry.get(spec.engine.type).plan(spec, sizing.instance, sizing, header_command)
+    return assemble(spec, sizing.instance, parts, header_command)
 
 
 # A fleet of at least this many specs is rendered by worker processes (one per core).
@@ -100,13 +124,15 @@ def render_many(
     specs: Sequence[LoadedSpec],
     *,
     header_command: str,
-    crds: Any = None,
+    crds: CrdRegistry | None = None,
     kube_version: str | None = None,
     force: bool = False,
 ) -> list[Rendered]:
     """Render several specs, in input order. Large fleets use forked worker processes, which
     inherit the loaded modules and the CRD registry; the output is the same as in one process."""
-    job = dict(header_command=header_command, crds=crds, kube_version=kube_version, force=force)
+    job: dict[str, Any] = dict(
+        header_command=header_command, crds=crds, kube_version=kube_version, force=force
+    )
     workers = min(os.cpu_count() or 1, len(specs))
     if len(specs) < PARALLEL_MIN_SPECS or workers < 2 or "fork" not in mp.get_all_start_methods():
         return [render_loaded(ls, **job) for ls in specs]

@@ -1,0 +1,1 @@
+"""Catalogs packaged as data: EC2 GPU instance types and GPUs, model architectures."""

@@ -1,0 +1,204 @@
+"""EC2 GPU instance and GPU catalogs, packaged as data with their sources.
+
+The CSV files under ``llmdeploy/data/`` are copies of ``shared/reference/{instances,gpus}.csv``
+(each row carries a ``source`` column: the Karpenter instance-type reference at
+aws/karpenter-provider-aws@1d927085, instances.vantage.sh prices, NVIDIA datasheets). ``?``
+means "not verified" and is loaded as ``None``; nothing here guesses a missing number.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+# Measured on real hardware (shared/reference/README.md, "Units"): an H200 reports 143771 MiB
+# in nvidia-smi; the CSV still has "?" in that cell.
+_NVIDIA_SMI_MIB_OVERRIDES = {"NVIDIA H200 SXM 141GB": 143771}
+
+# Value of the Karpenter well-known label karpenter.k8s.aws/instance-gpu-name per GPU model
+# (lower-case EC2 GpuInfo name; Karpenter docs, concepts/scheduling.md: e.g. "t4").
+_KARPENTER_GPU_NAME = {
+    "t4": "t4",
+    "a10g": "a10g",
+    "l4": "l4",
+    "l40s": "l40s",
+    "v100_16": "v100",
+    "v100_32": "v100",
+    "a100_40": "a100",
+    "a100_80": "a100",
+    "h100": "h100",
+    "h200": "h200",
+    "b200": "b200",
+    "b300": "b300",
+    "gb200": "gb200",
+}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    key: str
+    model: str
+    arch: str
+    compute_capability: str
+    mem_mib_nvidia_smi: int | None
+    mem_bw_gbs: float | None
+    fp8: bool
+    karpenter_name: str
+
+
+@dataclass(frozen=True)
+class Allocatable:
+    cpu_millicores: int
+    memory_mib: int
+    pods: int
+
+
+# Share of a node kept free for DaemonSets (aws-node, kube-proxy, NVIDIA device plugin, DCGM
+# exporter, node exporter, EBS/EFS CSI): 1 vCPU and 4 GiB per node, before dividing the rest
+# between the model pods that share the node.
+DAEMONSET_CPU_MILLI = 1000
+DAEMONSET_MEMORY_MIB = 4096
+# Host resources a serving pod needs besides its GPUs: the API server, the engine core and one
+# worker per GPU, tokenizers and the safetensors loader. Smaller shares are not offered when
+# llmdeploy picks the size of an instance family.
+MIN_POD_CPU_MILLI = 4000
+MIN_POD_MEMORY_MIB = 16 * 1024
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    family: str
+    arch: str  # amd64 | arm64
+    gpu: Gpu
+    gpu_count: int
+    gpu_mem_mib_ec2: int | None  # value of karpenter.k8s.aws/instance-gpu-memory
+    interconnect: str
+    nvlink: bool
+    vcpus: int
+    memory_gib: float
+    local_nvme_gb: int
+    efa_interfaces: int | None
+    price_usd_hr: float | None
+    allocatable: Allocatable | None
+    source: str
+
+    @property
+    def size(self) -> str:
+        return self.name.split(".", 1)[1]
+
+    def pods_per_node(self, tp: int) -> int:
+        return max(1, self.gpu_count // tp)
+
+    def pod_share(self, tp: int) -> tuple[int, int]:
+        """(CPU millicores, memory MiB) one model pod of TP GPUs may request on this node.
+
+        Karpenter's allocatable figures already exclude kubelet and system reservations;
+        DaemonSets get a fixed slice; the rest is divided between the model pods the node holds.
+        """
+        share = self.pods_per_node(tp)
+        alloc = self.allocatable
+        if alloc is None:
+            cpu_milli = int(self.vcpus * 1000 * 0.9) - DAEMONSET_CPU_MILLI
+            mem_mib = int(self.memory_gib * 1024 * 0.85) - DAEMONSET_MEMORY_MIB
+        else:
+            cpu_milli = alloc.cpu_millicores - DAEMONSET_CPU_MILLI
+            mem_mib = alloc.memory_mib - DAEMONSET_MEMORY_MIB
+        return cpu_milli // share, mem_mib // share
+
+    def hosts_pod(self, tp: int) -> bool:
+        """Enough GPUs, CPU and memory for one model pod of TP GPUs."""
+        cpu, mem = self.pod_share(tp)
+        return self.gpu_count >= tp and cpu >= MIN_POD_CPU_MILLI and mem >= MIN_POD_MEMORY_MIB
+
+
+def _num(cell: str) -> float | None:
+    cell = cell.strip()
+    if cell in {"", "?", "n/a"} or cell.endswith("?"):
+        return None
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
+def _int(cell: str) -> int | None:
+    value = _num(cell)
+    return None if value is None else int(value)
+
+
+def _rows(name: str) -> list[dict[str, str]]:
+    text = resources.files("llmdeploy.catalog").joinpath("data", name).read_text(encoding="utf-8")
+    return list(csv.DictReader(text.splitlines()))
+
+
+_ALLOC = re.compile(r"cpu (\d+)m, memory (\d+)Mi, pods (\d+)")
+
+
+@functools.cache
+def gpus() -> dict[str, Gpu]:
+    """GPU models keyed by their full model name (as instances.csv names them)."""
+    out: dict[str, Gpu] = {}
+    for row in _rows("gpus.csv"):
+        model = row["gpu_model"]
+        mib = _NVIDIA_SMI_MIB_OVERRIDES.get(model) or _int(row["mem_mib_nvidia_smi"])
+        if row["gpu_key"] == "v100_16":
+            mib = 16152  # the lower of the two driver readings (conservative)
+        out[model] = Gpu(
+            key=row["gpu_key"],
+            model=model,
+            arch=row["gpu_arch"],
+            compute_capability=row["compute_capability"],
+            mem_mib_nvidia_smi=mib,
+            mem_bw_gbs=_num(row["mem_bw_gbs"]),
+            fp8=row["fp8_supported"].strip() == "yes",
+            karpenter_name=_KARPENTER_GPU_NAME[row["gpu_key"]],
+        )
+    return out
+
+
+@functools.cache
+def instances() -> dict[str, Instance]:
+    """Every catalogued EC2 GPU instance type, in catalog order."""
+    gpu_by_model = gpus()
+    out: dict[str, Instance] = {}
+    for row in _rows("instances.csv"):
+        alloc_match = _ALLOC.search(row["karpenter_allocatable"])
+        alloc = Allocatable(*(int(g) for g in alloc_match.groups())) if alloc_match else None
+        interconnect = row["gpu_interconnect"]
+        out[row["instance_type"]] = Instance(
+            name=row["instance_type"],
+            family=row["family"],
+            arch=row["cpu_arch"],
+            gpu=gpu_by_model[row["gpu_model"]],
+            gpu_count=int(row["gpu_count"]),
+            gpu_mem_mib_ec2=_int(row["gpu_mem_per_gpu_mib_ec2_api"]),
+            interconnect=interconnect,
+            nvlink="NVLink" in interconnect and "no NVLink" not in interconnect,
+            vcpus=int(row["vcpus"]),
+            memory_gib=float(row["memory_gib"]),
+            local_nvme_gb=_int(row["local_nvme_gb"]) or 0,
+            efa_interfaces=_int(row["efa_interfaces_karpenter"]),
+            price_usd_hr=_num(row["price_usd_hr_us_east_1_linux_ondemand"]),
+            allocatable=alloc,
+            source=row["source"],
+        )
+    return out
+
+
+def families() -> list[str]:
+    seen: dict[str, None] = {}
+    for inst in instances().values():
+        seen.setdefault(inst.family, None)
+    return list(seen)
+
+
+def instance(name: str) -> Instance | None:
+    return instances().get(name)
+
+
+def family_members(family: str) -> list[Instance]:
+    return [i for i in instances().values() if i.family == family]

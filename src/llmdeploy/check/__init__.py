@@ -1,0 +1,1 @@
+"""The check stage: validate rendered (or given) manifests offline with real validators."""

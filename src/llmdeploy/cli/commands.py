@@ -1,0 +1,620 @@
+"""Command line. The only module that prints or exits.
+
+Heavy modules (pydantic models, Jinja, validators, rich) are imported inside the commands
+that need them, so ``llmdeploy --version`` and ``--help`` stay fast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
+
+import typer
+
+from llmdeploy import __version__
+from llmdeploy.errors import (
+    Diagnostic,
+    DoesNotFitError,
+    DriftError,
+    ExitCode,
+    LlmdeployError,
+    SpecError,
+    UsageError,
+    ValidationFailedError,
+)
+
+if TYPE_CHECKING:
+    from llmdeploy.spec.load import LoadedSpec
+
+EPILOG = (
+    "\b\n"  # click: do not rewrap this paragraph
+    "Examples:\n"
+    "  llmdeploy render --preset llama3-8b-vllm-g5 -o -  # stream for kubectl apply -f -\n"
+    "  llmdeploy render spec.yaml -o deploy/ --crd-dir crds/  # one file per resource\n"
+    "  llmdeploy render --check spec.yaml -o deploy/  # CI drift check\n"
+    "  llmdeploy size spec.yaml  # does it fit?\n"
+    "  llmdeploy size --model llama-3-70b --instance g5.12xlarge --tp 4\n\n"
+    "Exit codes: 0 ok, 1 internal error, 2 usage, 3 invalid spec, 4 does not fit, "
+    "5 validation failed, 6 drift, 7 I/O (docs/exit-codes.md)."
+)
+
+app = typer.Typer(
+    name="llmdeploy",
+    help="One YAML spec to validated Karpenter + vLLM/TensorRT-LLM + KEDA manifests for EKS.",
+    epilog=EPILOG,
+    no_args_is_help=True,
+    add_completion=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+presets_app = typer.Typer(help="List and show built-in presets.", no_args_is_help=False)
+app.add_typer(presets_app, name="presets")
+
+_STATE = {"debug": False}
+
+CrdDirs = Annotated[
+    Optional[list[Path]],  # noqa: UP045 - typer needs Optional at runtime on 3.10
+    typer.Option(
+        "--crd-dir",
+        help="Directory of CustomResourceDefinition YAMLs to validate custom kinds "
+        "(repeatable; env LLMDEPLOY_CRD_DIR, ':'-separated).",
+    ),
+]
+KubeVersion = Annotated[
+    Optional[str],  # noqa: UP045
+    typer.Option("--kube-version", help="Kubernetes version for built-in schemas (e.g. 1.34.0)."),
+]
+
+
+def _err(text: str = "") -> None:
+    sys.stderr.write(text + "\n")
+
+
+def _print_diagnostic(d: Diagnostic) -> None:
+    _err(f"{d.location()}: {d.severity}: {d.message}")
+    if d.source_line is not None and d.line is not None:
+        num = str(d.line)
+        _err(f" {num} | {d.source_line}")
+        col = max(1, d.column or 1)
+        prefix = "".join(ch if ch == "\t" else " " for ch in d.source_line[: col - 1])
+        _err(f" {' ' * len(num)} | {prefix}^")
+    if d.hint:
+        _err(f" {' ' * len(str(d.line or ''))} = hint: {d.hint}")
+
+
+def _fail(exc: LlmdeployError) -> NoReturn:
+    if isinstance(exc, SpecError):
+        for d in exc.diagnostics:
+            _print_diagnostic(d)
+        n = len(exc.diagnostics)
+        _err(f"{n} error{'s' if n != 1 else ''} in spec")
+    elif isinstance(exc, DoesNotFitError):
+        _err(f"error: {exc.message}")
+        for s in getattr(exc.sizing, "suggestions", ()):
+            _err(f"  suggestion: {_suggestion_text(s)}")
+        _err("  (use --force to render anyway; `llmdeploy size` shows the full breakdown)")
+    elif isinstance(exc, ValidationFailedError):
+        _err(f"error: {exc.message}")
+        if exc.report is not None:
+            _print_report(exc.report, only_problems=True)
+    elif isinstance(exc, DriftError):
+        sys.stdout.write(exc.diff)
+        _err(f"error: {exc.message}")
+    else:
+        _err(f"error: {exc.message}")
+    raise typer.Exit(int(exc.exit_code))
+
+
+def _suggestion_text(s: Any) -> str:
+    verdict = "fits" if s.fits else "still does not fit"
+    return (
+        f"{s.change}: {verdict}, {s.kv_cache_gib_per_gpu:.2f} GiB KV cache per GPU, "
+        f"{s.slo_requests_per_replica} of the SLO's requests per replica"
+    )
+
+
+def _run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except LlmdeployError as exc:
+        if _STATE["debug"]:
+            raise
+        _fail(exc)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def _version_cb(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"llmdeploy {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def main_callback(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version_cb, is_eager=True, help="Print the version."),
+    ] = False,
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    _STATE["debug"] = debug
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _crd_registry(dirs: list[Path] | None) -> Any:
+    all_dirs = list(dirs or [])
+    env = os.environ.get("LLMDEPLOY_CRD_DIR")
+    if not all_dirs and env:
+        all_dirs = [Path(p) for p in env.split(os.pathsep) if p]
+    if not all_dirs:
+        return None
+    for d in all_dirs:
+        if not d.is_dir():
+            raise UsageError(f"--crd-dir {d}: not a directory")
+    from llmdeploy.check.documents import CrdRegistry
+
+    return CrdRegistry.from_dirs(all_dirs)
+
+
+def _load_specs(specs: list[Path], preset: str | None) -> list[LoadedSpec]:
+    from llmdeploy import pipeline
+    from llmdeploy.spec import load
+
+    if preset is not None:
+        if specs:
+            raise UsageError("give either spec files or --preset, not both")
+        path = pipeline.preset_path(preset)
+        if path is None:
+            import difflib
+
+            names = pipeline.preset_names()
+            close = difflib.get_close_matches(preset, names, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UsageError(f"unknown preset {preset!r}{hint}; available: {', '.join(names)}")
+        loaded = load.load_spec_file(path)
+        return [dataclasses.replace(loaded, label=f"preset {preset}")]
+    if not specs:
+        raise UsageError("give a spec file (or a directory of specs), or --preset NAME")
+    files: list[Path] = []
+    for p in specs:
+        if p.is_dir():
+            found = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
+            if not found:
+                raise UsageError(f"{p}: no *.yaml specs in this directory")
+            files.extend(found)
+        else:
+            files.append(p)
+    loaded_all: list[LoadedSpec] = []
+    errors: list[Diagnostic] = []
+    for f in files:
+        try:
+            loaded_all.append(load.load_spec_file(f))
+        except SpecError as exc:
+            errors.extend(exc.diagnostics)
+    if errors:
+        raise SpecError(errors)
+    seen: dict[tuple[str, str], str] = {}
+    for ls in loaded_all:
+        key = (ls.spec.namespace, ls.spec.name)
+        if key in seen:
+            raise UsageError(
+                f"{ls.label}: name {key[1]!r} in namespace {key[0]!r} is already "
+                f"used by {seen[key]}"
+            )
+        seen[key] = ls.label
+    return loaded_all
+
+
+def _print_report(report: Any, only_problems: bool = False) -> None:
+    for r in report.results:
+        if only_problems and r.status == "valid":
+            continue
+        where = f"{r.source}[{r.doc_index}] {r.kind}/{r.name}"
+        if r.status == "invalid":
+            for m in r.messages:
+                _err(f"{where}: invalid: {m}")
+        elif r.status == "not-validated":
+            reason = "; ".join(r.messages) or "no schema available"
+            _err(f"{where}: NOT validated: {reason}")
+        for note in getattr(r, "notes", ()):
+            _err(f"{where}: note: {note}")
+
+
+def _not_validated_note(reports: list[Any]) -> None:
+    missing = sorted({r.kind for report in reports for r in report.not_validated})
+    if missing:
+        _err(
+            f"warning: custom kinds not validated (no CRD for them; give --crd-dir): "
+            f"{', '.join(missing)}"
+        )
+
+
+# --- render -----------------------------------------------------------------------------------
+
+
+@app.command()
+def render(
+    specs: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Argument(help="Spec files or directories of specs.", show_default=False),
+    ] = None,
+    preset: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option("--preset", "-p", help="Render a built-in preset (see `presets`)."),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="Output directory, or '-' for stdout.")
+    ] = "-",
+    check: Annotated[
+        bool, typer.Option("--check", help="Do not write: exit 6 with a diff if -o DIR differs.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Render even if the sizing check says it cannot start.")
+    ] = False,
+    crd_dir: CrdDirs = None,
+    kube_version: KubeVersion = None,
+) -> None:
+    """Render manifests (validated) for one spec, a preset, or a fleet of specs."""
+    _run(_render, specs or [], preset, output, check, force, crd_dir, kube_version)
+
+
+def _render(
+    specs: list[Path],
+    preset: str | None,
+    output: str,
+    check: bool,
+    force: bool,
+    crd_dir: list[Path] | None,
+    kube_version: str | None,
+) -> None:
+    from llmdeploy import pipeline, render, write
+
+    if check and output == "-":
+        raise UsageError("--check needs -o DIR")
+    loaded = _load_specs(specs, preset)
+    crds = _crd_registry(crd_dir)
+    source_words = [f"--preset {preset}"] if preset else [shlex.quote(str(s)) for s in specs]
+    command = "llmdeploy render " + " ".join(source_words) + f" -o {shlex.quote(output)}"
+    if force:
+        command += " --force"
+    fleet = len(loaded) > 1 or any(p.is_dir() for p in specs)
+    if fleet:
+        by_name: dict[str, str] = {}
+        for ls in loaded:
+            other = by_name.setdefault(ls.spec.name, ls.label)
+            if other != ls.label:
+                raise UsageError(
+                    f"{ls.label}: name {ls.spec.name!r} is also used by {other}; in a fleet each "
+                    "spec renders into a subdirectory named after it, so names must be unique"
+                )
+    results = pipeline.render_many(
+        loaded, header_command=command, crds=crds, kube_version=kube_version, force=force
+    )
+    files: dict[str, str] = {}
+    executable: set[str] = set()
+    for res in results:
+        prefix = f"{res.loaded.spec.name}/" if fleet else ""
+        for name, text in res.files:
+            files[prefix + name] = text
+            if name.endswith(".sh"):
+                executable.add(prefix + name)
+    if fleet:
+        head = render.header("a fleet of specs", command)
+        subdirs = [f"{res.loaded.spec.name}" for res in results]
+        files["kustomization.yaml"] = head + render.render_template(
+            "k8s/kustomization.yaml.j2", files=subdirs
+        )
+    for res in results:
+        if not res.sizing.fits:
+            _err(
+                f"warning: {res.loaded.label}: rendered with --force although it does not fit: "
+                + "; ".join(res.sizing.reasons)
+            )
+    _not_validated_note([res.report for res in results])
+    if output == "-":
+        skipped = []
+        out = []
+        for name, text in files.items():
+            if not name.endswith(".yaml") or name.endswith("kustomization.yaml"):
+                if not name.endswith("kustomization.yaml"):
+                    skipped.append(name)
+                continue
+            out.append(f"---\n# Source: {name}\n{text}")
+        sys.stdout.write("".join(out))
+        for name in skipped:
+            _err(f"note: {name} is not a Kubernetes manifest; use -o DIR to write it")
+        return
+    root = Path(output)
+    if check:
+        diff = write.diff_tree(root, files)
+        if diff:
+            raise DriftError(f"{root} differs from what the spec renders; run: {command}", diff)
+        _err(f"{root}: up to date ({len(files)} files)")
+        return
+    removed = write.write_tree(root, files, executable)
+    _err(
+        f"wrote {len(files)} files to {root}"
+        + (f"; removed {len(removed)} stale: {', '.join(removed)}" if removed else "")
+    )
+
+
+# --- size -------------------------------------------------------------------------------------
+
+
+@app.command()
+def size(
+    spec: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Argument(help="Spec file (or use --model for quick mode).", show_default=False),
+    ] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", "-p")] = None,  # noqa: UP045
+    model: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="Quick mode: catalog architecture name or path to a config.json."),
+    ] = None,
+    instance: Annotated[Optional[str], typer.Option(help="EC2 instance type.")] = None,  # noqa: UP045
+    gpu: Annotated[Optional[str], typer.Option(help="GPU key, e.g. h100, a10g.")] = None,  # noqa: UP045
+    gpu_memory_gib: Annotated[
+        Optional[float], typer.Option(help="GPU memory (GiB, as torch reports it).")  # noqa: UP045
+    ] = None,
+    tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    quantization: Annotated[str, typer.Option(help="none|fp8|int8|int4-awq|int4-gptq")] = "none",
+    kv_cache_dtype: Annotated[str, typer.Option(help="auto|fp8")] = "auto",
+    max_model_len: Annotated[Optional[int], typer.Option()] = None,  # noqa: UP045
+    gpu_memory_utilization: Annotated[Optional[float], typer.Option()] = None,  # noqa: UP045
+    engine: Annotated[str, typer.Option(help="vllm|trtllm")] = "vllm",
+    engine_version: Annotated[Optional[str], typer.Option()] = None,  # noqa: UP045
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Size GPU memory: weights, KV cache, concurrency, verdict and suggestions.
+
+    Exit 0 when it fits, 4 when it does not.
+    """
+    _run(
+        _size,
+        spec,
+        preset,
+        model,
+        instance,
+        gpu,
+        gpu_memory_gib,
+        tp,
+        quantization,
+        kv_cache_dtype,
+        max_model_len,
+        gpu_memory_utilization,
+        engine,
+        engine_version,
+        as_json,
+    )
+
+
+def _size(
+    spec: Path | None,
+    preset: str | None,
+    model: str | None,
+    instance: str | None,
+    gpu: str | None,
+    gpu_memory_gib: float | None,
+    tp: int,
+    quantization: str,
+    kv_cache_dtype: str,
+    max_model_len: int | None,
+    gpu_memory_utilization: float | None,
+    engine: str,
+    engine_version: str | None,
+    as_json: bool,
+) -> None:
+    from llmdeploy.cli import size_report
+    from llmdeploy.sizing.requests import request_from_options, size_spec
+    from llmdeploy.sizing.suggest import size as size_with_suggestions
+
+    if model is not None:
+        if spec is not None or preset is not None:
+            raise UsageError("quick mode (--model) takes no spec file or preset")
+        if sum(x is not None for x in (instance, gpu, gpu_memory_gib)) != 1:
+            raise UsageError("quick mode needs exactly one of --instance, --gpu, --gpu-memory-gib")
+        req = request_from_options(
+            model,
+            instance=instance,
+            gpu=gpu,
+            gpu_memory_gib=gpu_memory_gib,
+            tp=tp,
+            quantization=quantization,
+            kv_cache_dtype=kv_cache_dtype,
+            max_model_len=max_model_len,
+            gpu_memory_utilization=gpu_memory_utilization,
+            engine=engine,
+            engine_version=engine_version,
+            base_dir=Path.cwd(),
+        )
+        result = size_with_suggestions(req)
+    else:
+        loaded = _load_specs([spec] if spec is not None else [], preset)[0]
+        base = loaded.path.parent if loaded.path is not None else None
+        result = size_spec(loaded.spec, base)
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps(size_report.to_json(result), indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        Console(soft_wrap=False).print(size_report.table(result))
+    if not result.fits:
+        raise typer.Exit(int(ExitCode.DOES_NOT_FIT))
+
+
+# --- validate ---------------------------------------------------------------------------------
+
+
+@app.command()
+def validate(
+    paths: Annotated[list[Path], typer.Argument(help="Manifest files or directories.")],
+    crd_dir: CrdDirs = None,
+    kube_version: KubeVersion = None,
+) -> None:
+    """Validate manifests: built-in kinds strictly, custom kinds against --crd-dir CRDs."""
+    _run(_validate, paths, crd_dir, kube_version)
+
+
+def _validate(paths: list[Path], crd_dir: list[Path] | None, kube_version: str | None) -> None:
+    from llmdeploy.check import documents as check
+
+    crds = _crd_registry(crd_dir)
+    report = check.check_paths(
+        paths, crds=crds, kube_version=kube_version or check.DEFAULT_KUBE_VERSION
+    )
+    _print_report(report)
+    valid = sum(1 for r in report.results if r.status == "valid")
+    invalid = sum(1 for r in report.results if r.status == "invalid")
+    skipped = len(report.not_validated)
+    sys.stdout.write(f"{valid} valid, {invalid} invalid, {skipped} not validated\n")
+    if not report.ok:
+        raise ValidationFailedError(f"{invalid} invalid document(s)", None)  # already printed
+
+
+# --- presets, schema, init --------------------------------------------------------------------
+
+
+@presets_app.callback(invoke_without_command=True)
+def presets_default(ctx: typer.Context) -> None:
+    """List the built-in presets (also: `presets list`, `presets show NAME`)."""
+    if ctx.invoked_subcommand is None:
+        _run(_presets_list)
+
+
+@presets_app.command("list")
+def presets_list() -> None:
+    """List the built-in presets."""
+    _run(_presets_list)
+
+
+def _presets_list() -> None:
+    from llmdeploy import pipeline
+    from llmdeploy.spec import load
+
+    for name in pipeline.preset_names():
+        path = pipeline.preset_path(name)
+        assert path is not None
+        s = load.load_spec_file(path).spec
+        where = s.hardware.instance_type or f"{s.hardware.instance_family} (auto size)"
+        sys.stdout.write(
+            f"{name:40} {s.engine.type:7} {s.model.id}  TP{s.hardware.tensor_parallel} "
+            f"{s.quantization}  {where}\n"
+        )
+
+
+@presets_app.command("show")
+def presets_show(name: str) -> None:
+    """Print a preset's spec."""
+    _run(_presets_show, name)
+
+
+def _presets_show(name: str) -> None:
+    from llmdeploy import pipeline
+
+    path = pipeline.preset_path(name)
+    if path is None:
+        raise UsageError(
+            f"unknown preset {name!r}; available: {', '.join(pipeline.preset_names())}"
+        )
+    sys.stdout.write(path.read_text(encoding="utf-8"))
+
+
+@app.command()
+def schema(
+    output: Annotated[
+        Optional[Path], typer.Option("--output", "-o", help="Write to a file.")  # noqa: UP045
+    ] = None,
+) -> None:
+    """Print the spec's JSON Schema."""
+    _run(_schema, output)
+
+
+def schema_text() -> str:
+    import json
+
+    from llmdeploy.spec.sections import json_schema
+
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def _schema(output: Path | None) -> None:
+    text = schema_text()
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        _atomic_write(output, text)
+
+
+def _atomic_write(dest: Path, text: str) -> None:
+    from llmdeploy.errors import OutputError
+
+    tmp = dest.with_name(f".{dest.name}.llmdeploy-tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, dest)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise OutputError(f"cannot write {dest}: {exc.strerror}") from None
+
+
+@app.command()
+def init(
+    preset: Annotated[
+        str, typer.Option("--preset", "-p", help="Preset to start from.")
+    ] = "llama3-8b-vllm-g5",
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="File to write, or '-'.")
+    ] = "llmdeploy.yaml",
+    overwrite: Annotated[bool, typer.Option("--overwrite")] = False,
+) -> None:
+    """Write a commented starter spec (with a schema comment for editor autocompletion)."""
+    _run(_init, preset, output, overwrite)
+
+
+SCHEMA_URL_COMMENT = "# yaml-language-server: $schema={url}\n"
+
+
+def _init(preset: str, output: str, overwrite: bool) -> None:
+    from llmdeploy import pipeline
+
+    path = pipeline.preset_path(preset)
+    if path is None:
+        raise UsageError(
+            f"unknown preset {preset!r}; available: {', '.join(pipeline.preset_names())}"
+        )
+    from llmdeploy.spec.starter import starter_spec
+
+    text = starter_spec(path.read_text(encoding="utf-8"), preset)
+    if output == "-":
+        sys.stdout.write(text)
+        return
+    dest = Path(output)
+    if dest.exists() and not overwrite:
+        raise UsageError(f"{dest} exists; use --overwrite")
+    _atomic_write(dest, text)
+    _err(f"wrote {dest} (from preset {preset}); next: llmdeploy size {dest}")
+
+
+def main() -> None:
+    try:
+        app()
+    except SystemExit:
+        raise
+    except Exception:  # pragma: no cover - last resort: a bug
+        if _STATE["debug"]:
+            raise
+        import traceback
+
+        _err("internal error (a bug in llmdeploy): please report it with --debug output")
+        _err(traceback.format_exc().splitlines()[-1])
+        sys.exit(int(ExitCode.INTERNAL))

@@ -1,0 +1,143 @@
+"""Presentation of a :class:`~llmdeploy.sizing.types.Sizing`: JSON (stable key order) and a
+rich table.
+
+The CLI prints what these return; nothing here prints.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from llmdeploy.sizing.types import Sizing, Suggestion
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+
+def _suggestion_json(s: Suggestion) -> dict[str, Any]:
+    return {
+        "change": s.change,
+        "field": s.field,
+        "value": s.value,
+        "changes": {path: value for path, value in s.changes},
+        "fits": s.fits,
+        "kv_cache_gib_per_gpu": round(s.kv_cache_gib_per_gpu, 2),
+        "max_concurrency": s.max_concurrency,
+        "slo_requests_per_replica": s.slo_requests_per_replica,
+        "replicas_for_slo": s.replicas_for_slo,
+        "instance": s.instance,
+        "price_usd_hr": s.price_usd_hr,
+    }
+
+
+def to_json(sizing: Sizing) -> dict[str, Any]:
+    """Machine-readable result; key order is part of the interface."""
+    s = sizing
+    inst = s.instance
+    return {
+        "fits": s.fits,
+        "model": s.model,
+        "engine": s.engine,
+        "engine_version": s.engine_version,
+        "instance": inst.name if inst else None,
+        "price_usd_hr": inst.price_usd_hr if inst else None,
+        "gpu": s.gpu,
+        "gpu_total_gib": s.gpu_total_gib,
+        "tp": s.tp,
+        "quantization": s.quantization,
+        "kv_cache_dtype": s.kv_cache_dtype,
+        "max_model_len": s.max_model_len,
+        "max_num_batched_tokens": s.max_num_batched_tokens,
+        "max_num_seqs": s.max_num_seqs,
+        "gpu_memory_utilization": s.gpu_memory_utilization,
+        "budget_gib": round(s.budget_gib, 2),
+        "weights_gib_per_gpu": round(s.weights_gib_per_gpu, 2),
+        "activation_gib": round(s.activation_gib, 2),
+        "non_torch_gib": round(s.non_torch_gib, 2),
+        "cudagraph_gib": round(s.cudagraph_gib, 2),
+        "context_gib": s.context_gib,
+        "kv_cache_gib_per_gpu": round(s.kv_cache_gib_per_gpu, 2),
+        "kv_bytes_per_token_per_gpu": s.kv_bytes_per_token_per_gpu,
+        "kv_cache_tokens": s.kv_cache_tokens,
+        "num_gpu_blocks": s.num_gpu_blocks,
+        "block_size": s.block_size,
+        "kv_cache_groups": list(s.kv_cache_groups),
+        "max_concurrency": s.max_concurrency,
+        "slo": {
+            "concurrent_requests": s.request.slo_concurrent_requests,
+            "tokens_per_request": s.request.slo_input_tokens + s.request.slo_output_tokens,
+            "tokens_per_replica_needed": s.slo_tokens_per_replica_needed,
+            "requests_per_replica": s.slo_requests_per_replica,
+            "replicas_needed": s.replicas_for_slo,
+        },
+        "reasons": list(s.reasons),
+        "suggestions": [_suggestion_json(x) for x in s.suggestions],
+        "weights_breakdown_gib": {k: round(v, 3) for k, v in s.weights_breakdown_gib},
+        "assumptions": list(s.assumptions),
+    }
+
+
+def _gib(value: float) -> str:
+    return f"{value:.2f} GiB"
+
+
+def table(sizing: Sizing) -> RenderableType:
+    # rich is imported here, not at module level: `size --json` never needs it (~30 ms).
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    """Per-GPU breakdown, verdict, reasons and suggestions."""
+    s = sizing
+    where = s.instance.name if s.instance else s.gpu
+    title = (
+        f"{s.model} on {where}: TP {s.tp}, {s.quantization}, KV {s.kv_cache_dtype}, "
+        f"{s.engine} {s.engine_version}"
+    )
+    breakdown = Table(title=title, show_header=True, title_justify="left")
+    breakdown.add_column("per GPU")
+    breakdown.add_column("GiB", justify="right")
+    gmu = f" x {s.gpu_memory_utilization}" if s.gpu_memory_utilization else ""
+    rows = [
+        ("usable total (torch)", _gib(s.gpu_total_gib)),
+        (f"budget{gmu}", _gib(s.budget_gib)),
+        ("weights", _gib(s.weights_gib_per_gpu)),
+        (f"activation peak ({s.max_num_batched_tokens} tokens)", _gib(s.activation_gib)),
+        ("non-torch (cuBLAS, NCCL)", _gib(s.non_torch_gib)),
+        ("CUDA graphs (estimate)", _gib(s.cudagraph_gib)),
+        ("CUDA context (outside budget)", _gib(s.context_gib)),
+        ("KV cache", _gib(s.kv_cache_gib_per_gpu)),
+    ]
+    for label, value in rows:
+        breakdown.add_row(label, value)
+    capacity = Text(
+        f"KV: {s.kv_bytes_per_token_per_gpu} B/token/GPU, {s.num_gpu_blocks} blocks of "
+        f"{s.block_size}, {s.kv_cache_tokens} tokens, max concurrency {s.max_concurrency}x at "
+        f"{s.max_model_len} tokens\nSLO: {s.request.slo_concurrent_requests} concurrent x "
+        f"{s.request.slo_input_tokens}+{s.request.slo_output_tokens} tokens; one replica holds "
+        f"{s.slo_requests_per_replica}; replicas needed: {s.replicas_for_slo or 'n/a'}"
+    )
+    verdict = Text(
+        "FITS" if s.fits else "DOES NOT FIT", style="bold green" if s.fits else "bold red"
+    )
+    parts: list[RenderableType] = [breakdown, capacity, verdict]
+    parts.extend(Text(f"  - {reason}", style="red") for reason in s.reasons)
+    if s.suggestions:
+        sug = Table(title="suggestions (each re-sized)", title_justify="left")
+        for column in ("change", "fits", "KV GiB/GPU", "concurrency", "SLO req/replica", "$/h"):
+            sug.add_column(column)
+        for x in s.suggestions:
+            sug.add_row(
+                x.change,
+                "yes" if x.fits else "no",
+                f"{x.kv_cache_gib_per_gpu:.2f}",
+                f"{x.max_concurrency}",
+                str(x.slo_requests_per_replica),
+                f"{x.price_usd_hr:.2f}" if x.price_usd_hr is not None else "-",
+            )
+        parts.append(sug)
+    if s.assumptions:
+        parts.append(
+            Text("assumptions:\n" + "\n".join(f"  - {a}" for a in s.assumptions), style="dim")
+        )
+    return Group(*parts)

@@ -1,0 +1,1 @@
+"""Serving engines as plug-ins: one folder each, one interface, one registry."""

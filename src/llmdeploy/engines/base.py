@@ -1,0 +1,58 @@
+"""The interface every serving engine implements, defined once.
+
+The shared stages never branch on an engine's name: they ask the engine registered for the
+spec's ``engine.type`` (:mod:`llmdeploy.engines.registry`). An engine answers four questions:
+
+- which version the spec pins (the ``app.kubernetes.io/version`` label, and the spec field
+  errors about flags and versions are reported at);
+- what its spec section means for sizing (``SizingRequest`` fields);
+- its GPU-memory budget (:meth:`Engine.memory_budget`, used by the size stage);
+- its part of the plan (:meth:`Engine.plan`: containers, volumes, ports, the autoscaling query,
+  ConfigMap entries and extra files), which :func:`llmdeploy.plan.assemble.assemble` completes
+  with everything engine-independent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
+    from llmdeploy.catalog.ec2 import Instance
+    from llmdeploy.plan.assemble import EngineParts
+    from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
+    from llmdeploy.spec.fields import EngineSection
+    from llmdeploy.spec.sections import Spec
+
+
+class Engine(Protocol):
+    """One serving engine; implementations are ``ENGINE`` in ``engines/<name>/engine.py``."""
+
+    name: str  # the spec's engine.type
+    version_field: str  # spec path of the version pin (errors about flags are located there)
+
+    def version(self, section: EngineSection) -> str:
+        """The version the spec pins (rendered as ``app.kubernetes.io/version``)."""
+        ...
+
+    def sizing_fields(self, spec: Spec) -> dict[str, object]:
+        """``SizingRequest`` fields this engine takes from the spec (``engine_version`` is the
+        version its memory model is keyed on, ...)."""
+        ...
+
+    def memory_budget(
+        self,
+        req: SizingRequest,
+        arch: Architecture,
+        quant: CheckpointQuant | None,
+        total_gib: float,
+        max_model_len: int,
+    ) -> MemoryBudget:
+        """Per-GPU budget: weights, activation peak, non-torch memory, graphs, KV cache left."""
+        ...
+
+    def plan(
+        self, spec: Spec, instance: Instance, sizing: Sizing, header_command: str
+    ) -> EngineParts:
+        """This engine's containers, volumes, ports, metric query, ConfigMap and files."""
+        ...

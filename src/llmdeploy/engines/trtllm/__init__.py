@@ -1,0 +1,1 @@
+"""Triton Inference Server + TensorRT-LLM."""

@@ -1,0 +1,60 @@
+"""Triton + TensorRT-LLM behind the engine interface (:class:`llmdeploy.engines.base.Engine`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
+    from llmdeploy.catalog.ec2 import Instance
+    from llmdeploy.plan.assemble import EngineParts
+    from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
+    from llmdeploy.spec.fields import EngineSection
+    from llmdeploy.spec.sections import Spec
+
+
+class Trtllm:
+    name = "trtllm"
+    version_field = "engine.tritonVersion"
+
+    def version(self, section: EngineSection) -> str:
+        from llmdeploy.engines.trtllm.spec import TrtllmEngine
+
+        assert isinstance(section, TrtllmEngine)
+        return section.triton_version
+
+    def sizing_fields(self, spec: Spec) -> dict[str, object]:
+        from llmdeploy.engines.trtllm.flags import TRITON_TO_TRTLLM
+        from llmdeploy.engines.trtllm.spec import TrtllmEngine
+
+        engine = spec.engine
+        assert isinstance(engine, TrtllmEngine)
+        return {
+            # the TensorRT-LLM inside nvcr.io/nvidia/tritonserver:<triton>-trtllm-python-py3
+            "engine_version": TRITON_TO_TRTLLM.get(engine.triton_version),
+            "kv_cache_free_gpu_mem_fraction": engine.kv_cache_free_gpu_mem_fraction,
+            "max_num_seqs": engine.max_batch_size,
+        }
+
+    def memory_budget(
+        self,
+        req: SizingRequest,
+        arch: Architecture,
+        quant: CheckpointQuant | None,
+        total_gib: float,
+        max_model_len: int,
+    ) -> MemoryBudget:
+        from llmdeploy.engines.trtllm.budget import trtllm_budget
+
+        return trtllm_budget(req, arch, quant, total_gib, max_model_len)
+
+    def plan(
+        self, spec: Spec, instance: Instance, sizing: Sizing, header_command: str
+    ) -> EngineParts:
+        from llmdeploy.engines.trtllm.plan import plan_triton
+        from llmdeploy.plan.pod import checkpoint_gib
+
+        return plan_triton(spec, instance, checkpoint_gib(spec, sizing), header_command)
+
+
+ENGINE = Trtllm()

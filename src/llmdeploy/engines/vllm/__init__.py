@@ -1,0 +1,1 @@
+"""vLLM (OpenAI-compatible server)."""

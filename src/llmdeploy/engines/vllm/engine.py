@@ -1,0 +1,58 @@
+"""vLLM behind the engine interface (:class:`llmdeploy.engines.base.Engine`)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
+    from llmdeploy.catalog.ec2 import Instance
+    from llmdeploy.plan.assemble import EngineParts
+    from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
+    from llmdeploy.spec.fields import EngineSection
+    from llmdeploy.spec.sections import Spec
+
+
+class Vllm:
+    name = "vllm"
+    version_field = "engine.version"
+
+    def version(self, section: EngineSection) -> str:
+        from llmdeploy.engines.vllm.spec import VllmEngine
+
+        assert isinstance(section, VllmEngine)
+        return section.version
+
+    def sizing_fields(self, spec: Spec) -> dict[str, object]:
+        from llmdeploy.engines.vllm.spec import VllmEngine
+
+        engine = spec.engine
+        assert isinstance(engine, VllmEngine)
+        return {
+            "engine_version": engine.version,
+            "enforce_eager": engine.enforce_eager,
+            "max_num_seqs": spec.serving.max_num_seqs,
+        }
+
+    def memory_budget(
+        self,
+        req: SizingRequest,
+        arch: Architecture,
+        quant: CheckpointQuant | None,
+        total_gib: float,
+        max_model_len: int,
+    ) -> MemoryBudget:
+        from llmdeploy.engines.vllm.budget import vllm_budget
+
+        return vllm_budget(req, arch, quant, total_gib, max_model_len)
+
+    def plan(
+        self, spec: Spec, instance: Instance, sizing: Sizing, header_command: str
+    ) -> EngineParts:
+        from llmdeploy.engines.vllm.plan import plan_vllm
+        from llmdeploy.plan.pod import checkpoint_gib
+
+        return plan_vllm(spec, instance, checkpoint_gib(spec, sizing))
+
+
+ENGINE = Vllm()

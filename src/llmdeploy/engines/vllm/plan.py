@@ -1,0 +1,194 @@
+"""Plan decisions for the vLLM OpenAI-compatible server: its container, volumes, model loading
+and the autoscaling query."""
+
+from __future__ import annotations
+
+import math
+
+from llmdeploy.catalog.ec2 import Instance
+from llmdeploy.engines.vllm import flags as vllm_args
+from llmdeploy.engines.vllm.budget import vllm_facts
+from llmdeploy.engines.vllm.spec import VllmEngine
+from llmdeploy.plan.assemble import EngineParts
+from llmdeploy.plan.names import meta_for
+from llmdeploy.plan.pod import (
+    liveness_probe,
+    pod_resources,
+    readiness_probe,
+    shm_size,
+    startup_budget_seconds,
+    startup_probe,
+    workload_plan,
+)
+from llmdeploy.plan.types import KV, Container, EnvVar, Mount, Port, Resources, Volume
+from llmdeploy.spec.sections import Spec
+
+HTTP_PORT = 8000
+MODEL_DIR = "/models"
+# Pinned, never `latest`: the AWS CLI image used by the S3 init container.
+AWS_CLI_IMAGE = "amazon/aws-cli:2.22.0"
+# The Hugging Face token is mounted as a file, never put in the environment: huggingface_hub
+# reads the file named by HF_TOKEN_PATH when HF_TOKEN is unset (huggingface_hub constants.py).
+HF_TOKEN_DIR = "/var/run/secrets/huggingface"
+# vLLM images run as root by default; we run as an unprivileged user with HOME and caches on
+# writable emptyDirs, so the root filesystem can stay read-only.
+RUN_AS_USER = 10001
+
+
+def _image(engine: VllmEngine) -> str:
+    return engine.image or f"vllm/vllm-openai:v{engine.version}"
+
+
+def _cache_gib(weights_gib_total: float) -> int:
+    # Room for the checkpoint plus 20% and 10 GiB for compile caches and logs.
+    return math.ceil(weights_gib_total * 1.2 + 10)
+
+
+def vllm_options(spec: Spec, model_arg: str) -> dict[str, object]:
+    engine = spec.engine
+    assert isinstance(engine, VllmEngine)
+    s = spec.serving
+    gmu = s.gpu_memory_utilization
+    if gmu is None:
+        # The version's own default, the same figure the sizing check used.
+        gmu = vllm_facts(engine.version).default_gmu
+    opts: dict[str, object] = {
+        "host": "0.0.0.0",
+        "port": HTTP_PORT,
+        "served_model_name": spec.model.served_name or spec.model.id,
+        "tensor_parallel_size": spec.hardware.tensor_parallel,
+        "gpu_memory_utilization": gmu,
+        "max_model_len": s.max_model_len,
+        "max_num_batched_tokens": s.max_num_batched_tokens,
+        "max_num_seqs": s.max_num_seqs,
+        "enable_chunked_prefill": True if s.chunked_prefill else None,
+        "enable_prefix_caching": s.prefix_caching,
+        "kv_cache_dtype": "fp8" if spec.kv_cache_dtype == "fp8" else None,
+        # Pre-quantized AWQ/GPTQ/INT8 checkpoints are detected from their config; only
+        # on-the-fly FP8 needs the flag.
+        "quantization": "fp8" if spec.quantization == "fp8" else None,
+        "enforce_eager": True if engine.enforce_eager else None,
+        "revision": spec.model.revision if spec.model.loading.mode == "huggingface" else None,
+        "download_dir": f"{MODEL_DIR}/hub" if spec.model.loading.mode == "huggingface" else None,
+    }
+    return opts
+
+
+def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float) -> EngineParts:
+    engine = spec.engine
+    assert isinstance(engine, VllmEngine)
+    tp = spec.hardware.tensor_parallel
+    loading = spec.model.loading
+    meta = meta_for(spec, "inference-server", engine.version)
+    cache_gib = _cache_gib(weights_gib_total)
+
+    # huggingface: the Hub id (downloaded at start); s3: synced into /models/model by the init
+    # container; pvc: the volume's root holds the model files (config.json, *.safetensors).
+    model_arg = {
+        "huggingface": spec.model.id,
+        "s3": f"{MODEL_DIR}/model",
+        "pvc": MODEL_DIR,
+    }[loading.mode]
+    args = vllm_args.build_args(engine.version, model_arg, vllm_options(spec, model_arg))
+
+    env = [
+        EnvVar("HOME", "/home/vllm"),
+        EnvVar("USER", "vllm"),  # getpass.getuser() without a passwd entry for uid 1000
+        # The Hub cache sits with the weights when the server downloads them; otherwise in HOME
+        # (the shared volume is mounted read-only).
+        EnvVar("HF_HOME", f"{MODEL_DIR}/hf" if loading.mode != "pvc" else "/home/vllm/hf"),
+        EnvVar("XDG_CACHE_HOME", "/home/vllm/.cache"),
+        EnvVar("VLLM_NO_USAGE_STATS", "1"),
+        EnvVar("DO_NOT_TRACK", "1"),
+    ]
+    mounts = [
+        Mount("dshm", "/dev/shm"),
+        Mount("home", "/home/vllm"),
+        Mount("tmp", "/tmp"),
+    ]
+    volumes = [
+        Volume("dshm", "memory", size_limit=shm_size(tp)),
+        Volume("home", "emptyDir", size_limit="20Gi"),
+        Volume("tmp", "emptyDir", size_limit="10Gi"),
+    ]
+    if loading.mode == "huggingface":
+        secret = loading.hf_token_secret
+        if secret is not None:
+            env.append(EnvVar("HF_TOKEN_PATH", f"{HF_TOKEN_DIR}/token"))
+            mounts.append(Mount("hf-token", HF_TOKEN_DIR, read_only=True))
+            volumes.append(
+                Volume("hf-token", "secret", secret=secret.name, items=(KV(secret.key, "token"),))
+            )
+    else:
+        env.append(EnvVar("HF_HUB_OFFLINE", "1"))
+    init: list[Container] = []
+    ephemeral_gib = 30 + cache_gib if loading.mode != "pvc" else 30
+    if loading.mode == "pvc":
+        assert loading.pvc_name is not None
+        mounts.append(Mount("models", MODEL_DIR, read_only=True))
+        volumes.append(Volume("models", "pvc", claim=loading.pvc_name, read_only=True))
+    else:
+        mounts.append(Mount("models", MODEL_DIR))
+        volumes.append(Volume("models", "emptyDir", size_limit=f"{cache_gib}Gi"))
+    if loading.mode == "s3":
+        assert loading.s3_uri is not None
+        init.append(
+            Container(
+                name="fetch-model",
+                image=AWS_CLI_IMAGE,
+                command=("aws",),
+                args=(
+                    "s3",
+                    "sync",
+                    "--only-show-errors",
+                    "--no-progress",
+                    loading.s3_uri,
+                    f"{MODEL_DIR}/model",
+                ),
+                env=(EnvVar("HOME", "/tmp"),),
+                ports=(),
+                mounts=(Mount("models", MODEL_DIR), Mount("tmp", "/tmp")),
+                resources=Resources(cpu="2", memory="4Gi", ephemeral_storage=None, gpus=0),
+                run_as_user=RUN_AS_USER,
+            )
+        )
+
+    budget = startup_budget_seconds(
+        spec, weights_gib_total, downloads_in_main=loading.mode == "huggingface"
+    )
+    server = Container(
+        name="vllm",
+        image=_image(engine),
+        command=vllm_args.command_for(engine.version),
+        args=args,
+        env=tuple(env),
+        ports=(Port("http", HTTP_PORT),),
+        mounts=tuple(mounts),
+        resources=pod_resources(instance, tp, ephemeral_gib),
+        startup_probe=startup_probe("/health", "http", budget),
+        readiness_probe=readiness_probe("/health", "http"),
+        liveness_probe=liveness_probe("/health", "http"),
+        read_only_root=True,
+        run_as_user=RUN_AS_USER,
+        pre_stop_sleep=10,
+    )
+    served = spec.model.served_name or spec.model.id
+    metric = vllm_args.metric_name(engine.version, "waiting")
+    query = f'sum({metric}{{namespace="{spec.namespace}",model_name="{_promql_escape(served)}"}})'
+    return EngineParts(
+        engine="vllm",
+        version=engine.version,
+        meta=meta,
+        workload=workload_plan(spec, meta, tuple(init), (server,), tuple(volumes), RUN_AS_USER),
+        service_ports=(Port("http", HTTP_PORT),),
+        monitor_port="http",  # vLLM serves /metrics on the API port
+        client_ports=(HTTP_PORT,),
+        metrics_ports=(HTTP_PORT,),
+        scaler_query=query,
+        pod_ephemeral_gib=ephemeral_gib,
+    )
+
+
+def _promql_escape(value: str) -> str:
+    """Escape a string for a PromQL double-quoted label matcher."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -1,0 +1,123 @@
+"""Pod-level decisions every engine shares: GPU resources and taints, CPU/memory as the pod's
+share of the node, ``/dev/shm``, the probes and the startup budget, the pod template."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from llmdeploy.catalog.ec2 import Instance
+from llmdeploy.plan.names import pool_name
+from llmdeploy.plan.types import (
+    KV,
+    Container,
+    Meta,
+    Probe,
+    Resources,
+    Toleration,
+    Volume,
+    WorkloadPlan,
+)
+from llmdeploy.spec.sections import Spec
+
+if TYPE_CHECKING:
+    from llmdeploy.sizing.types import Sizing
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_TAINT = Toleration(key=GPU_RESOURCE, operator="Exists", effect="NoSchedule", value=None)
+
+# /dev/shm: NCCL and the CUDA IPC buffers of the tensor-parallel workers live there. 2 GiB per
+# GPU in the pod, at least 2 GiB, capped at 32 GiB (NVIDIA runs Triton with --shm-size=2g per
+# process; vLLM's docs use --ipc=host or several GiB for TP > 1).
+SHM_GIB_PER_GPU = 2
+SHM_GIB_MAX = 32
+
+
+def pods_per_node(instance: Instance, tp: int) -> int:
+    return instance.pods_per_node(tp)
+
+
+def pod_resources(instance: Instance, tp: int, ephemeral_gib: int | None) -> Resources:
+    """CPU and memory as this pod's share of the node's allocatable, never more than fits
+    (``catalog.Instance.pod_share``); whole cores, requests equal limits (Guaranteed QoS)."""
+    cpu_milli, mem_mib = instance.pod_share(tp)
+    cpu = max(1, cpu_milli // 1000)
+    mem_gib = max(4, mem_mib // 1024)
+    return Resources(
+        cpu=str(cpu),
+        memory=f"{mem_gib}Gi",
+        ephemeral_storage=f"{ephemeral_gib}Gi" if ephemeral_gib else None,
+        gpus=tp,
+    )
+
+
+def shm_size(tp: int) -> str:
+    return f"{min(SHM_GIB_MAX, max(2, SHM_GIB_PER_GPU * tp))}Gi"
+
+
+def startup_budget_seconds(spec: Spec, model_gib: float, downloads_in_main: bool) -> int:
+    """Seconds the startupProbe allows: download (if the server downloads), load, warm-up.
+
+    model_gib is the whole checkpoint as stored (all shards). Bandwidths are Gbit/s.
+    """
+    st = spec.startup
+    if st.override_seconds is not None:
+        return st.override_seconds
+    gbits = model_gib * 2**30 * 8 / 1e9
+    seconds = gbits / st.disk_read_gbps + st.warmup_seconds
+    if downloads_in_main:
+        seconds += gbits / st.download_gbps
+    return int(math.ceil(seconds * st.safety_factor / 60.0) * 60)
+
+
+def startup_probe(path: str, port: str, budget_seconds: int) -> Probe:
+    period = 10
+    return Probe(
+        path=path,
+        port=port,
+        period=period,
+        failure_threshold=max(3, math.ceil(budget_seconds / period)),
+        timeout=5,
+    )
+
+
+def readiness_probe(path: str, port: str) -> Probe:
+    return Probe(path=path, port=port, period=10, failure_threshold=3, timeout=5)
+
+
+def liveness_probe(path: str, port: str) -> Probe:
+    # A busy server answers health checks late, not never: 6 x 20 s = 2 minutes of silence
+    # before a restart, so a long prefill burst does not kill a healthy pod.
+    return Probe(path=path, port=port, period=20, failure_threshold=6, timeout=10)
+
+
+def workload_plan(
+    spec: Spec,
+    meta: Meta,
+    init_containers: tuple[Container, ...],
+    containers: tuple[Container, ...],
+    volumes: tuple[Volume, ...],
+    fs_group: int,
+) -> WorkloadPlan:
+    """Pod-level decisions shared by every engine."""
+    return WorkloadPlan(
+        pod_labels=meta.labels,
+        # Voluntary disruption (consolidation, drift) waits until the pod is gone; expiry still
+        # replaces the node after NodePool terminationGracePeriod.
+        pod_annotations=(KV("karpenter.sh/do-not-disrupt", "true"),),
+        replicas=max(1, spec.autoscaling.min_replicas),
+        service_account=spec.name,
+        node_selector=(KV("karpenter.sh/nodepool", pool_name(spec)),),
+        tolerations=(GPU_TAINT,),
+        init_containers=init_containers,
+        containers=containers,
+        volumes=volumes,
+        termination_grace=120,
+        fs_group=fs_group,
+        topology_key="topology.kubernetes.io/zone",
+    )
+
+
+def checkpoint_gib(spec: Spec, sizing: Sizing) -> float:
+    """GiB of weights across the pod's GPUs: what the model cache and the load time scale with."""
+    return float(sizing.weights_gib_per_gpu) * spec.hardware.tensor_parallel

@@ -1,0 +1,244 @@
+"""Frozen data the plan stage produces and the templates read. No logic here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class KV:
+    key: str
+    value: str
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str | None = None
+    secret_name: str | None = None
+    secret_key: str | None = None
+    secret_optional: bool = False
+
+
+@dataclass(frozen=True)
+class Port:
+    name: str
+    port: int
+
+
+@dataclass(frozen=True)
+class Mount:
+    name: str
+    path: str
+    read_only: bool = False
+    sub_path: str | None = None
+
+
+@dataclass(frozen=True)
+class Probe:
+    path: str
+    port: str
+    period: int
+    failure_threshold: int
+    timeout: int = 1
+    initial_delay: int = 0
+    success_threshold: int = 1
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpu: str
+    memory: str
+    ephemeral_storage: str | None
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    image: str
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: tuple[EnvVar, ...]
+    ports: tuple[Port, ...]
+    mounts: tuple[Mount, ...]
+    resources: Resources
+    startup_probe: Probe | None = None
+    readiness_probe: Probe | None = None
+    liveness_probe: Probe | None = None
+    read_only_root: bool = True
+    run_as_user: int | None = None
+    pre_stop_sleep: int | None = None
+
+
+@dataclass(frozen=True)
+class Volume:
+    name: str
+    kind: str  # emptyDir | memory | pvc | configMap | secret
+    size_limit: str | None = None
+    claim: str | None = None
+    config_map: str | None = None
+    secret: str | None = None  # Secret name (kind secret)
+    read_only: bool = False
+    items: tuple[KV, ...] = ()  # configMap key -> path
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    operator: str
+    effect: str
+    value: str | None = None
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Meta:
+    name: str
+    namespace: str
+    labels: tuple[KV, ...]
+    selector: tuple[KV, ...]
+
+
+@dataclass(frozen=True)
+class Budget:
+    nodes: str
+    reasons: tuple[str, ...] = ()  # empty: every reason
+
+
+@dataclass(frozen=True)
+class NodePoolPlan:
+    name: str
+    labels: tuple[KV, ...]
+    requirements: tuple[Requirement, ...]
+    taints: tuple[Toleration, ...]
+    node_labels: tuple[KV, ...]
+    expire_after: str
+    termination_grace_period: str
+    consolidation_policy: str
+    consolidate_after: str
+    budgets: tuple[Budget, ...]
+    gpu_limit: int
+    weight: int
+
+
+@dataclass(frozen=True)
+class NodeClassPlan:
+    name: str
+    labels: tuple[KV, ...]
+    role: str
+    ami_alias: str
+    discovery_tag: str
+    root_volume: str
+    instance_store_raid0: bool
+    tags: tuple[KV, ...]
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    pod_labels: tuple[KV, ...]
+    pod_annotations: tuple[KV, ...]
+    replicas: int
+    service_account: str
+    node_selector: tuple[KV, ...]
+    tolerations: tuple[Toleration, ...]
+    init_containers: tuple[Container, ...]
+    containers: tuple[Container, ...]
+    volumes: tuple[Volume, ...]
+    termination_grace: int
+    fs_group: int | None
+    topology_key: str
+
+
+@dataclass(frozen=True)
+class ScalerPlan:
+    min_replicas: int
+    max_replicas: int
+    polling_interval: int
+    cooldown_period: int
+    server_address: str
+    query: str
+    threshold: str
+    scale_up_pods: int
+    scale_up_period: int
+    scale_down_window: int
+    scale_down_pods: int
+    scale_down_period: int
+
+
+@dataclass(frozen=True)
+class MonitorPlan:
+    kind: str  # ServiceMonitor | PodMonitor
+    labels: tuple[KV, ...]
+    port: str
+    path: str
+    interval: str
+
+
+@dataclass(frozen=True)
+class NetpolPlan:
+    client_namespaces: tuple[str, ...]
+    client_ports: tuple[int, ...]
+    prometheus_namespace: str
+    metrics_ports: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One rendered object: which template, which file, and in what order."""
+
+    kind: str
+    filename: str
+    template: str
+
+
+@dataclass(frozen=True)
+class TemplateText:
+    """Text the render stage makes from a template: the plan names the template and its
+    context, so no text is rendered before the render stage."""
+
+    template: str
+    context: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class ExtraFile:
+    """A non-Kubernetes file in the output (e.g. the TensorRT-LLM engine build script)."""
+
+    filename: str
+    content: TemplateText
+    executable: bool = False
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One key of the engine's ConfigMap, its value rendered from a template."""
+
+    key: str
+    content: TemplateText
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    engine: str
+    meta: Meta
+    nodepool: NodePoolPlan
+    nodeclass: NodeClassPlan
+    workload: WorkloadPlan
+    service_ports: tuple[Port, ...]
+    service_account_annotations: tuple[KV, ...]
+    scaler: ScalerPlan
+    monitor: MonitorPlan | None
+    netpol: NetpolPlan | None
+    pdb_max_unavailable: int
+    config_map_data: tuple[ConfigEntry, ...]
+    resources: tuple[Resource, ...]
+    extra_files: tuple[ExtraFile, ...] = field(default=())
+    header_command: str = ""

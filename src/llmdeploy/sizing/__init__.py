@@ -1,0 +1,1 @@
+"""The size stage: the GPU-memory calculator, instance choice and suggestions."""

@@ -1,0 +1,99 @@
+"""Sizing requests: from a spec (``llmdeploy size spec.yaml``, ``render``) or from the quick-mode
+options (``llmdeploy size --model ... --instance ...``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from llmdeploy.catalog import ec2 as catalog
+from llmdeploy.catalog.models import load_architecture
+from llmdeploy.engines import registry
+from llmdeploy.errors import UsageError
+from llmdeploy.sizing import gpu_memory
+from llmdeploy.sizing.suggest import size_for_hardware
+from llmdeploy.sizing.types import KV_DTYPES, QUANTIZATIONS, Sizing, SizingRequest, on_instance
+
+if TYPE_CHECKING:
+    from llmdeploy.spec.sections import Spec
+
+
+def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True) -> Sizing:
+    """Size a spec; for ``instanceFamily`` pick the cheapest size that fits. ``suggest=False``
+    skips the (re-sized) suggestions, which ``render`` only needs when the spec does not fit."""
+    arch = load_architecture(spec.model.architecture, spec_dir)
+    extra = registry.get(spec.engine.type).sizing_fields(spec)
+    base = SizingRequest(
+        architecture=arch,
+        tp=spec.hardware.tensor_parallel,
+        quantization=spec.quantization,
+        kv_cache_dtype=spec.kv_cache_dtype,
+        max_model_len=spec.serving.max_model_len,
+        max_num_batched_tokens=spec.serving.max_num_batched_tokens,
+        gpu_memory_utilization=spec.serving.gpu_memory_utilization,
+        slo_concurrent_requests=spec.slo.concurrent_requests,
+        slo_input_tokens=spec.slo.input_tokens,
+        slo_output_tokens=spec.slo.output_tokens,
+        engine=spec.engine.type,
+        **extra,  # type: ignore[arg-type]
+    )
+    return size_for_hardware(
+        base, spec.hardware.instance_type, spec.hardware.instance_family, suggest=suggest
+    )
+
+
+def request_from_options(
+    model: str,
+    instance: str | None = None,
+    gpu: str | None = None,
+    gpu_memory_gib: float | None = None,
+    tp: int = 1,
+    quantization: str = "none",
+    kv_cache_dtype: str = "auto",
+    max_model_len: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    engine: str = "vllm",
+    engine_version: str | None = None,
+    base_dir: Path | None = None,
+) -> SizingRequest:
+    """The request of quick mode (``llmdeploy size --model ...``); bad options -> UsageError."""
+    for label, value, allowed in (
+        ("--quantization", quantization, QUANTIZATIONS),
+        ("--kv-cache-dtype", kv_cache_dtype, KV_DTYPES),
+        ("--engine", engine, registry.names()),
+    ):
+        if value not in allowed:
+            raise UsageError(f"{label} {value!r}: expected one of {', '.join(allowed)}")
+    if tp < 1:
+        raise UsageError(f"--tp {tp}: must be >= 1")
+    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
+        raise UsageError("--gpu-memory-utilization must be in (0, 1]")
+    arch = load_architecture(model, base_dir)
+    base = SizingRequest(
+        architecture=arch,
+        tp=tp,
+        quantization=quantization,
+        kv_cache_dtype=kv_cache_dtype,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+        engine=engine,
+        engine_version=engine_version,
+    )
+    if instance is not None:
+        inst = catalog.instance(instance)
+        if inst is None:
+            raise UsageError(f"unknown instance type {instance!r}")
+        return on_instance(base, inst)
+    if gpu is not None:
+        found = gpu_memory.gpu_by_key(gpu)
+        if found is None:
+            raise UsageError(
+                f"unknown GPU {gpu!r}: expected one of {', '.join(gpu_memory.gpu_keys())}"
+            )
+        return dataclasses.replace(base, gpu=found, nvlink=gpu_memory.gpu_has_nvlink(found))
+    if gpu_memory_gib is None or not math.isfinite(gpu_memory_gib) or gpu_memory_gib <= 0:
+        raise UsageError("give one of --instance, --gpu or --gpu-memory-gib (> 0)")
+    # interconnect unknown: NVLink's larger all-reduce buffers are the cautious assumption
+    return dataclasses.replace(base, gpu_total_gib=gpu_memory_gib, nvlink=tp > 1)

@@ -1,0 +1,247 @@
+"""Instance choice for ``instanceFamily`` and suggestions for configurations that do not fit.
+
+Every suggestion is a concrete change re-sized with :func:`llmdeploy.sizing.calculator.compute`;
+only changes whose own outcome fits (and, for an SLO shortfall, holds more of the SLO's
+requests) are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable
+
+from llmdeploy.catalog import ec2 as catalog
+from llmdeploy.errors import Diagnostic, SpecError
+from llmdeploy.sizing.calculator import compute
+from llmdeploy.sizing.parallel import tp_problems
+from llmdeploy.sizing.types import Sizing, SizingRequest, Suggestion
+from llmdeploy.sizing.types import on_instance as request_for_instance
+
+
+def size(req: SizingRequest) -> Sizing:
+    """Size one configuration, with suggestions when it does not fit or cannot carry the SLO."""
+    result = compute(req)
+    if result.fits and result.replicas_for_slo in (1, None):
+        return result
+    return dataclasses.replace(result, suggestions=suggestions(req, result))
+
+
+def _price_key(inst: catalog.Instance, tp: int) -> tuple[bool, bool, float, int]:
+    price = inst.price_usd_hr
+    return (inst.gpu_count % tp != 0, price is None, price or math.inf, inst.gpu_count)
+
+
+def size_for_hardware(
+    base: SizingRequest,
+    instance_type: str | None,
+    instance_family: str | None,
+    *,
+    suggest: bool = True,
+) -> Sizing:
+    """Size on ``instance_type``, or on the cheapest size of ``instance_family`` that fits."""
+    finish = size if suggest else compute
+    if instance_type is not None:
+        inst = catalog.instance(instance_type)
+        if inst is None:
+            raise SpecError(
+                [
+                    Diagnostic(
+                        f"unknown instance type {instance_type!r}", hint="see `llmdeploy instances`"
+                    )
+                ]
+            )
+        return finish(request_for_instance(base, inst))
+    members = catalog.family_members(instance_family or "")
+    if not members:
+        raise SpecError(
+            [
+                Diagnostic(
+                    f"unknown instance family {instance_family!r}",
+                    hint="families: " + ", ".join(catalog.families()),
+                )
+            ]
+        )
+    ordered = sorted(members, key=lambda i: _price_key(i, base.tp))
+    # Enough GPUs, and host CPU/memory for the pod (catalog.Instance.hosts_pod); fall back to
+    # GPU count alone when no size of the family has the host resources.
+    valid = [m for m in ordered if m.hosts_pod(base.tp)] or [
+        m for m in ordered if m.gpu_count >= base.tp
+    ]
+    for inst in valid:
+        if compute(request_for_instance(base, inst)).fits:
+            return finish(request_for_instance(base, inst))
+    pick = valid[0] if valid else max(members, key=lambda i: i.gpu_count)
+    return finish(request_for_instance(base, pick))
+
+
+def _resize(req: SizingRequest) -> tuple[Sizing, str]:
+    """Size ``req``; if only the headroom for context + CUDA graphs fails, lower the budget."""
+    s = compute(req)
+    gmu, ceiling = s.gpu_memory_utilization, s.max_gpu_memory_utilization
+    if s.fits or gmu is None or ceiling is None or gmu <= ceiling:
+        return s, ""
+    lowered = compute(dataclasses.replace(req, gpu_memory_utilization=ceiling))
+    if not lowered.fits:
+        return s, ""
+    return lowered, f", gpuMemoryUtilization: {ceiling}"
+
+
+def _fields(r: SizingRequest) -> dict[str, object]:
+    return {
+        "hardware.instanceType": r.instance.name if r.instance else None,
+        "hardware.tensorParallel": r.tp,
+        "quantization": r.quantization,
+        "kvCacheDtype": r.kv_cache_dtype,
+        "serving.maxModelLen": r.max_model_len,
+        "serving.gpuMemoryUtilization": r.gpu_memory_utilization,
+    }
+
+
+def _changes(base: SizingRequest, new: SizingRequest) -> tuple[tuple[str, str], ...]:
+    old, now = _fields(base), _fields(new)
+    return tuple((path, str(value)) for path, value in now.items() if value != old[path])
+
+
+def apply_suggestion(req: SizingRequest, suggestion: Suggestion) -> SizingRequest:
+    """``req`` with every change of ``suggestion`` applied (to re-size it independently)."""
+    for path, value in suggestion.changes:
+        if path == "hardware.instanceType":
+            inst = catalog.instance(value)
+            assert inst is not None
+            req = request_for_instance(req, inst)
+        elif path == "hardware.tensorParallel":
+            req = dataclasses.replace(req, tp=int(value))
+        elif path == "quantization":
+            req = dataclasses.replace(req, quantization=value)
+        elif path == "kvCacheDtype":
+            req = dataclasses.replace(req, kv_cache_dtype=value)
+        elif path == "serving.maxModelLen":
+            req = dataclasses.replace(req, max_model_len=int(value))
+        elif path == "serving.gpuMemoryUtilization":
+            req = dataclasses.replace(req, gpu_memory_utilization=float(value))
+    return req
+
+
+def _suggestion(
+    change: str, field: str, value: object, s: Sizing, base: SizingRequest
+) -> Suggestion:
+    return Suggestion(
+        change=change,
+        field=field,
+        value=str(value),
+        changes=_changes(base, s.request),
+        fits=s.fits,
+        kv_cache_gib_per_gpu=s.kv_cache_gib_per_gpu,
+        max_concurrency=s.max_concurrency,
+        slo_requests_per_replica=s.slo_requests_per_replica,
+        replicas_for_slo=s.replicas_for_slo,
+        instance=s.instance.name if s.instance else None,
+        price_usd_hr=s.instance.price_usd_hr if s.instance else None,
+    )
+
+
+def _better(current: Sizing, s: Sizing) -> bool:
+    if not s.fits:
+        return False
+    if not current.fits:
+        return True
+    return s.slo_requests_per_replica > current.slo_requests_per_replica
+
+
+def _tp_candidates(req: SizingRequest, limit: int) -> Iterable[int]:
+    for tp in range(req.tp + 1, limit + 1):
+        if not tp_problems(req.architecture, tp, dataclasses.replace(req, tp=tp)):
+            yield tp
+
+
+def _max_length(req: SizingRequest, current: Sizing) -> int | None:
+    """Longest max_model_len (a multiple of 1024, or of 16 below 1024) that fits."""
+    if current.kv_cache_gib_per_gpu <= 0 or current.num_gpu_blocks == 0:
+        return None
+    lo, hi = 16, current.max_model_len - 1
+    best = None
+    while lo <= hi:  # the KV pages one request needs grow with its length
+        mid = (lo + hi) // 2
+        if compute(dataclasses.replace(req, max_model_len=mid)).fits:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    if best is None:
+        return None
+    return best // 1024 * 1024 if best >= 1024 else best // 16 * 16 or None
+
+
+def _cheapest_instance(req: SizingRequest, current: Sizing) -> tuple[str, Sizing] | None:
+    found: list[tuple[float, int, str, Sizing]] = []
+    for inst in catalog.instances().values():
+        if inst.price_usd_hr is None or (req.instance and inst.name == req.instance.name):
+            continue
+        base = request_for_instance(req, inst)
+        tps = [req.tp] if req.tp <= inst.gpu_count else []
+        tps += [t for t in _tp_candidates(base, inst.gpu_count) if t not in tps]
+        for tp in tps:
+            s, extra = _resize(dataclasses.replace(base, tp=tp))
+            enough = s.replicas_for_slo == 1 if current.fits else True
+            if s.fits and enough:
+                change = (
+                    f"instanceType: {inst.name}"
+                    + (f", tensorParallel: {tp}" if tp != req.tp else "")
+                    + extra
+                )
+                found.append((inst.price_usd_hr, tp, change, s))
+                break
+    if not found:
+        return None
+    _, _, change, s = min(found, key=lambda item: (item[0], item[1]))
+    return change, s
+
+
+def suggestions(req: SizingRequest, current: Sizing) -> tuple[Suggestion, ...]:
+    """Changes that make ``req`` fit (or carry more of its SLO), each with its verified outcome."""
+    out: list[Suggestion] = []
+    arch = req.architecture
+    limit = req.gpus_per_instance or (8 if req.gpu is not None or req.gpu_total_gib else 1)
+    if not current.fits:
+        s, extra = _resize(req)
+        if extra and s.fits:
+            value = s.gpu_memory_utilization
+            out.append(
+                _suggestion(extra.lstrip(", "), "serving.gpuMemoryUtilization", value, s, req)
+            )
+    for tp in _tp_candidates(req, limit):
+        s, extra = _resize(dataclasses.replace(req, tp=tp))
+        if _better(current, s):
+            out.append(
+                _suggestion(f"tensorParallel: {tp}{extra}", "hardware.tensorParallel", tp, s, req)
+            )
+            break
+    if arch.quantization is None:
+        options = (
+            ["fp8", "int4-awq"]
+            if req.quantization == "none"
+            else (["int4-awq"] if req.quantization in ("fp8", "int8") else [])
+        )
+        for quant in options:
+            if quant == "fp8" and (req.gpu is None or not req.gpu.fp8):
+                continue  # suggest FP8 only on GPUs with FP8 tensor cores
+            s, extra = _resize(dataclasses.replace(req, quantization=quant))
+            if _better(current, s):
+                out.append(
+                    _suggestion(f"quantization: {quant}{extra}", "quantization", quant, s, req)
+                )
+    if req.kv_cache_dtype == "auto":
+        s, extra = _resize(dataclasses.replace(req, kv_cache_dtype="fp8"))
+        if _better(current, s):
+            out.append(_suggestion(f"kvCacheDtype: fp8{extra}", "kvCacheDtype", "fp8", s, req))
+    if not current.fits:
+        length = _max_length(req, current)
+        if length is not None:
+            s = compute(dataclasses.replace(req, max_model_len=length))
+            out.append(_suggestion(f"maxModelLen: {length}", "serving.maxModelLen", length, s, req))
+    cheapest = _cheapest_instance(req, current)
+    if cheapest is not None:
+        change, s = cheapest
+        assert s.instance is not None
+        out.append(_suggestion(change, "hardware.instanceType", s.instance.name, s, req))
+    return tuple(out)

@@ -1,0 +1,133 @@
+"""Request and result types of the sizing stage."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from llmdeploy.catalog import ec2
+from llmdeploy.catalog.architecture import Architecture
+
+QUANTIZATIONS = ("none", "fp8", "int8", "int4-awq", "int4-gptq")
+KV_DTYPES = ("auto", "fp8")
+
+
+@dataclass(frozen=True)
+class SizingRequest:
+    architecture: Architecture
+    gpu: ec2.Gpu | None = None
+    gpu_total_gib: float | None = None  # explicit usable total (overrides the GPU table)
+    gpus_per_instance: int | None = None
+    nvlink: bool = False
+    instance: ec2.Instance | None = None
+    tp: int = 1
+    quantization: str = "none"
+    kv_cache_dtype: str = "auto"
+    dtype: str = "auto"  # --dtype: auto | bfloat16 | float16 | float32
+    max_model_len: int | None = None  # None: the model's max_position_embeddings
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    gpu_memory_utilization: float | None = None  # None: the engine version's default
+    engine: str = "vllm"  # a name in llmdeploy.engines.registry
+    engine_version: str | None = None  # the version the engine's memory model is keyed on
+    enforce_eager: bool = False
+    kv_cache_free_gpu_mem_fraction: float = 0.9
+    slo_concurrent_requests: int = 16
+    slo_input_tokens: int = 512
+    slo_output_tokens: int = 256
+
+
+def on_instance(base: SizingRequest, inst: ec2.Instance) -> SizingRequest:
+    """``base`` sized on ``inst``: its GPU, GPU count and interconnect."""
+    return dataclasses.replace(
+        base,
+        instance=inst,
+        gpu=inst.gpu,
+        gpus_per_instance=inst.gpu_count,
+        nvlink=inst.nvlink,
+        gpu_total_gib=None,
+    )
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A concrete change to the request, re-sized to report its own outcome."""
+
+    change: str  # e.g. "tensorParallel: 8"
+    field: str  # spec path of the main change, e.g. "hardware.tensorParallel"
+    value: str
+    changes: tuple[tuple[str, str], ...]  # every (spec path, value) the outcome assumes
+    fits: bool
+    kv_cache_gib_per_gpu: float
+    max_concurrency: float
+    slo_requests_per_replica: int
+    replicas_for_slo: int | None
+    instance: str | None
+    price_usd_hr: float | None
+
+
+@dataclass(frozen=True)
+class Sizing:
+    fits: bool
+    instance: ec2.Instance | None
+    gpu: str
+    gpu_total_gib: float
+    budget_gib: float
+    weights_gib_per_gpu: float
+    activation_gib: float
+    non_torch_gib: float
+    cudagraph_gib: float
+    context_gib: float
+    kv_cache_gib_per_gpu: float
+    kv_bytes_per_token_per_gpu: int
+    kv_cache_tokens: int
+    num_gpu_blocks: int
+    block_size: int
+    max_concurrency: float
+    slo_tokens_per_replica_needed: int
+    slo_requests_per_replica: int
+    replicas_for_slo: int | None
+    reasons: tuple[str, ...]
+    suggestions: tuple[Suggestion, ...]
+    model: str
+    engine: str
+    engine_version: str
+    tp: int
+    quantization: str
+    kv_cache_dtype: str
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    gpu_memory_utilization: float | None
+    max_gpu_memory_utilization: float | None  # largest value leaving room for context + graphs
+    weights_breakdown_gib: tuple[tuple[str, float], ...]
+    kv_cache_groups: tuple[str, ...]
+    assumptions: tuple[str, ...]
+    request: SizingRequest
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """What an engine's memory model contributes to a sizing (GiB per GPU unless noted).
+
+    ``reasons`` say why it cannot start, ``assumptions`` what the numbers rest on; both are
+    reported in this order after the engine-independent ones.
+    """
+
+    version: str
+    gmu: float | None
+    max_gmu: float | None
+    budget: float
+    weights: float
+    act: float
+    non_torch: float
+    graphs: float
+    graphs_in_budget: bool  # CUDA-graph memory is subtracted inside the budget
+    kv: float
+    batched: int
+    seqs: int
+    breakdown: tuple[tuple[str, float], ...]
+    layout_arch: Architecture
+    block: int
+    reasons: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()

@@ -1,0 +1,404 @@
+"""The llmdeploy spec: one YAML file describes one model deployment.
+
+Frozen pydantic v2 models, ``extra="forbid"`` everywhere, camelCase keys in YAML. Field
+descriptions become the JSON Schema (``llmdeploy schema``, committed as
+``docs/spec.schema.json``). This module only describes shape and local constraints; decisions
+that need catalogs or arithmetic live in ``size`` and ``plan``.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+from typing import TYPE_CHECKING, Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from llmdeploy.engines import registry
+from llmdeploy.spec.fields import (
+    DNS1123_LABEL,
+    DURATION,
+    INSTANCE_FAMILY,
+    INSTANCE_TYPE,
+    EngineSection,
+    SpecModel,
+    check_cli_word,
+    check_dns_label,
+    check_label_key,
+    check_label_value,
+)
+
+API_VERSION = "llmdeploy.dev/v1alpha1"
+KIND = "ModelDeployment"
+
+
+Quantization = Literal["none", "fp8", "int8", "int4-awq", "int4-gptq"]
+KvCacheDtype = Literal["auto", "fp8"]
+CapacityType = Literal["on-demand", "spot", "reserved"]
+
+
+class SecretKeyRef(SpecModel):
+    name: str = Field("hf-token", description="Secret name.", min_length=1, max_length=253)
+    key: str = Field("token", description="Key inside the Secret.", min_length=1, max_length=253)
+
+
+class ModelLoading(SpecModel):
+    """How replicas get the weights. Avoid every replica re-downloading 140 GB."""
+
+    mode: Literal["huggingface", "s3", "pvc"] = Field(
+        "huggingface",
+        description=(
+            "huggingface: the server downloads from the Hub at start (token from "
+            "`hfTokenSecret`). s3: an init container syncs `s3Uri` to local NVMe "
+            "(instance-store RAID0) before the server starts. pvc: weights are read from a "
+            "shared, pre-populated PersistentVolumeClaim (`pvcName`)."
+        ),
+    )
+    hf_token_secret: SecretKeyRef | None = Field(
+        default_factory=SecretKeyRef,
+        description="Secret holding a Hugging Face token (never the token itself). null: none.",
+    )
+    s3_uri: str | None = Field(
+        None,
+        description="s3://bucket/prefix holding the model files (mode s3).",
+        pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$",
+    )
+    pvc_name: str | None = Field(
+        None,
+        description="PersistentVolumeClaim name (mode pvc).",
+        pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
+    )
+
+    @model_validator(mode="after")
+    def _mode_fields(self) -> ModelLoading:
+        if self.mode == "s3" and not self.s3_uri:
+            raise ValueError("modelLoading.mode s3 needs `s3Uri`")
+        if self.mode == "pvc" and not self.pvc_name:
+            raise ValueError("modelLoading.mode pvc needs `pvcName`")
+        return self
+
+
+class ModelSpec(SpecModel):
+    id: str = Field(
+        ...,
+        min_length=1,
+        max_length=512,
+        description="Model id passed to the engine: a Hugging Face repo id or a path/URI.",
+    )
+    architecture: str = Field(
+        ...,
+        min_length=1,
+        description=(
+            "Architecture for sizing: a catalog name (see `llmdeploy size --help`, e.g. "
+            "`llama-3-70b`) or a path to a Hugging Face config.json, relative to the spec."
+        ),
+    )
+    revision: str | None = Field(None, description="Hub revision (branch, tag or commit).")
+    served_name: str | None = Field(
+        None, description="Name clients use in the OpenAI API; defaults to `id`."
+    )
+    loading: ModelLoading = Field(default_factory=ModelLoading)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        return check_cli_word(v, "model id") or v
+
+    @field_validator("revision")
+    @classmethod
+    def _revision(cls, v: str | None) -> str | None:
+        return check_cli_word(v, "model revision")
+
+    @field_validator("served_name")
+    @classmethod
+    def _served(cls, v: str | None) -> str | None:
+        return check_cli_word(v, "servedName")
+
+
+# The engine section: one model per registered engine, selected by `type`.
+if TYPE_CHECKING:
+    Engine = EngineSection
+else:
+    # VllmEngine | TrtllmEngine | ..., the members taken from the registry
+    Engine = Annotated[
+        functools.reduce(operator.or_, registry.section_models()), Field(discriminator="type")
+    ]
+
+
+class Hardware(SpecModel):
+    instance_type: str | None = Field(
+        None, description="EC2 instance type, e.g. p4d.24xlarge. Exclusive with instanceFamily."
+    )
+    instance_family: str | None = Field(
+        None,
+        description=(
+            "EC2 instance family, e.g. g6e; llmdeploy picks the cheapest size that fits the "
+            "tensor-parallel degree and the model."
+        ),
+    )
+    tensor_parallel: int = Field(1, ge=1, le=64, description="Tensor-parallel degree (GPUs/pod).")
+
+    @field_validator("instance_type")
+    @classmethod
+    def _itype(cls, v: str | None) -> str | None:
+        if v is not None and not INSTANCE_TYPE.fullmatch(v):
+            raise ValueError(f"not an EC2 instance type: {v!r} (expected e.g. g5.12xlarge)")
+        return v
+
+    @field_validator("instance_family")
+    @classmethod
+    def _ifam(cls, v: str | None) -> str | None:
+        if v is not None and not INSTANCE_FAMILY.fullmatch(v):
+            raise ValueError(f"not an EC2 instance family: {v!r} (expected e.g. g6e)")
+        return v
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Hardware:
+        if (self.instance_type is None) == (self.instance_family is None):
+            raise ValueError("set exactly one of `instanceType` and `instanceFamily`")
+        return self
+
+
+class Serving(SpecModel):
+    """Engine limits: context length, batching, memory fraction, caching."""
+
+    max_model_len: int = Field(8192, ge=16, le=10_485_760, description="Max tokens per sequence.")
+    max_num_batched_tokens: int | None = Field(
+        None,
+        ge=16,
+        le=10_485_760,
+        description="Tokens per scheduler step (vLLM serve default 8192).",
+    )
+    max_num_seqs: int | None = Field(
+        None, ge=1, le=65_536, description="Max concurrent sequences/replica."
+    )
+    gpu_memory_utilization: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="vLLM budget fraction of total GPU memory; default is the version's default.",
+    )
+    chunked_prefill: bool = Field(True, description="Chunked prefill (always on in vLLM V1).")
+    prefix_caching: bool = Field(True, description="Automatic prefix caching.")
+
+
+class Slo(SpecModel):
+    """Expected load and latency targets; the sizing check tests them."""
+
+    concurrent_requests: int = Field(
+        16,
+        ge=1,
+        le=10_000_000,
+        description="Expected concurrent requests at peak, across all replicas.",
+    )
+    input_tokens: int = Field(512, ge=1, le=10_485_760, description="Typical prompt length.")
+    output_tokens: int = Field(256, ge=1, le=10_485_760, description="Typical completion length.")
+    ttft_ms: int | None = Field(
+        None, ge=1, le=3_600_000, description="Time-to-first-token target (p99)."
+    )
+    itl_ms: int | None = Field(
+        None, ge=1, le=3_600_000, description="Inter-token latency target (p99)."
+    )
+
+
+class Autoscaling(SpecModel):
+    """KEDA scaling on queued requests read from Prometheus."""
+
+    min_replicas: int = Field(
+        1,
+        ge=1,
+        le=1000,
+        description=(
+            "At least 1: the queue metric KEDA reads only exists while a replica runs, so a "
+            "deployment scaled to zero would never scale back up on it."
+        ),
+    )
+    max_replicas: int = Field(4, ge=1, le=1000)
+    waiting_requests_per_replica: int = Field(
+        10, ge=1, le=100_000, description="Queue depth per replica that triggers a scale-out."
+    )
+    polling_interval: int = Field(15, ge=1, le=3600, description="KEDA pollingInterval (seconds).")
+    cooldown_period: int = Field(
+        300, ge=0, le=86_400, description="KEDA cooldownPeriod (only applies to scaling to zero)."
+    )
+    scale_down_stabilization: int = Field(
+        600, ge=0, le=3600, description="HPA scale-down stabilization window (seconds)."
+    )
+    prometheus_address: str = Field(
+        "http://prometheus-operated.monitoring.svc:9090",
+        description="Prometheus base URL KEDA queries.",
+        pattern=r"^https?://[^\s]+$",
+    )
+
+    @model_validator(mode="after")
+    def _range(self) -> Autoscaling:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("`minReplicas` must not exceed `maxReplicas`")
+        return self
+
+
+class Cluster(SpecModel):
+    name: str = Field(..., min_length=1, max_length=100, description="EKS cluster name.")
+    node_role: str = Field(
+        ..., min_length=1, description="IAM role for Karpenter nodes (EC2NodeClass `role`)."
+    )
+    discovery_tag: str | None = Field(
+        None,
+        description=(
+            "Value of the `karpenter.sh/discovery` tag on subnets and security groups; "
+            "defaults to the cluster name."
+        ),
+    )
+    capacity_types: tuple[CapacityType, ...] = Field(
+        ("on-demand",), min_length=1, description="Karpenter capacity types, in preference."
+    )
+    gpu_limit: int = Field(64, ge=1, le=100_000, description="NodePool limit on nvidia.com/gpu.")
+    ami_alias: str = Field(
+        "al2023@v20251108",
+        description=(
+            "EC2NodeClass AMI alias, pinned (al2023@vYYYYMMDD or bottlerocket@vX.Y.Z); "
+            "`@latest` drifts and replaces GPU nodes."
+        ),
+        pattern=r"^(al2023|bottlerocket)@(v[0-9][0-9.]*|latest)$",
+    )
+    root_volume_gib: int = Field(
+        200, ge=20, le=16384, description="Root EBS volume size (images + model cache)."
+    )
+    expire_after: str = Field("720h", description="NodePool expireAfter.", pattern=DURATION.pattern)
+
+
+class Startup(SpecModel):
+    """Assumptions behind the computed startupProbe budget (docs/production.md)."""
+
+    download_gbps: float = Field(
+        2.0,
+        gt=0,
+        le=400,
+        description="Sustained download bandwidth from the Hub or S3, Gbit/s.",
+    )
+    disk_read_gbps: float = Field(
+        8.0, gt=0, le=400, description="Read bandwidth from the local model cache, Gbit/s."
+    )
+    warmup_seconds: int = Field(
+        300,
+        ge=0,
+        le=7200,
+        description="Engine start, torch.compile / engine deserialization and CUDA-graph capture.",
+    )
+    safety_factor: float = Field(1.5, ge=1, le=10, description="Multiplier on the estimate.")
+    override_seconds: int | None = Field(
+        None, ge=60, le=86400, description="Use this startup budget instead of the estimate."
+    )
+
+
+class ServiceAccount(SpecModel):
+    """The pods' ServiceAccount: an IRSA role for S3 access, never keys."""
+
+    iam_role_arn: str | None = Field(
+        None,
+        description=(
+            "IAM role for service accounts (IRSA) annotation; needed to read S3 (model loading "
+            "mode s3, TensorRT-LLM engines). No keys are ever rendered."
+        ),
+        pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]+$",
+    )
+
+
+class Network(SpecModel):
+    """Who may call the server (NetworkPolicy) and where Prometheus runs."""
+
+    client_namespaces: tuple[str, ...] | None = Field(
+        None,
+        description=(
+            "Namespaces whose pods may call the inference port (NetworkPolicy). Default: the "
+            "deployment's own namespace."
+        ),
+    )
+    prometheus_namespace: str = Field(
+        "monitoring", description="Namespace of the Prometheus that scrapes metrics."
+    )
+    network_policy: bool = Field(True, description="Render a NetworkPolicy.")
+
+    @field_validator("client_namespaces")
+    @classmethod
+    def _clients(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for ns in v or ():
+            check_dns_label(ns)
+        return v
+
+    @field_validator("prometheus_namespace")
+    @classmethod
+    def _prom(cls, v: str) -> str:
+        return check_dns_label(v)
+
+
+class Monitoring(SpecModel):
+    """The Prometheus-operator object that makes the autoscaling metric exist."""
+
+    kind: Literal["ServiceMonitor", "PodMonitor", "none"] = Field(
+        "ServiceMonitor", description="Prometheus-operator object that makes the metric exist."
+    )
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra labels so your Prometheus selects the monitor (e.g. release: kps).",
+    )
+    interval: str = Field("15s", pattern=r"^[0-9]+(ms|s|m)$")
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            check_label_key(key)
+            check_label_value(key, value)
+        return v
+
+
+class Spec(SpecModel):
+    """One model deployment."""
+
+    api_version: Literal["llmdeploy.dev/v1alpha1"] = Field(..., description="Spec format version.")
+    kind: Literal["ModelDeployment"] = "ModelDeployment"
+    name: str = Field(
+        ...,
+        min_length=1,
+        max_length=40,
+        description="DNS-1123 label naming every rendered object.",
+    )
+    namespace: str = Field("llm-serving", min_length=1, max_length=63)
+    model: ModelSpec
+    engine: Engine = Field(default_factory=registry.default_section)
+    quantization: Quantization = Field(
+        "none",
+        description=(
+            "Weight quantization: none (16-bit), fp8, int8, int4-awq, int4-gptq. For vLLM, "
+            "int4/int8 expect a pre-quantized checkpoint; fp8 also works at run time."
+        ),
+    )
+    kv_cache_dtype: KvCacheDtype = Field("auto", description="KV cache element type.")
+    hardware: Hardware
+    serving: Serving = Field(default_factory=Serving)
+    slo: Slo = Field(default_factory=Slo)
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
+    cluster: Cluster
+    startup: Startup = Field(default_factory=Startup)
+    service_account: ServiceAccount = Field(default_factory=ServiceAccount)
+    network: Network = Field(default_factory=Network)
+    monitoring: Monitoring = Field(default_factory=Monitoring)
+
+    @field_validator("name", "namespace")
+    @classmethod
+    def _dns_label(cls, v: str) -> str:
+        if not DNS1123_LABEL.fullmatch(v):
+            raise ValueError(
+                f"{v!r} is not a DNS-1123 label (lowercase letters, digits and '-', "
+                "starting and ending with a letter or digit)"
+            )
+        return v
+
+
+def json_schema() -> dict[str, object]:
+    """The spec's JSON Schema, as committed in docs/spec.schema.json."""
+    schema = Spec.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://llmdeploy.dev/schemas/v1alpha1/spec.schema.json"
+    return schema
