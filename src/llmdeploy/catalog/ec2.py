@@ -1,9 +1,10 @@
 """EC2 GPU instance and GPU catalogs, packaged as data with their sources.
 
-The CSV files under ``llmdeploy/data/`` are copies of ``shared/reference/{instances,gpus}.csv``
-(each row carries a ``source`` column: the Karpenter instance-type reference at
-aws/karpenter-provider-aws@1d927085, instances.vantage.sh prices, NVIDIA datasheets). ``?``
-means "not verified" and is loaded as ``None``; nothing here guesses a missing number.
+The CSV files under ``llmdeploy/catalog/data/`` are copies of
+``shared/reference/{instances,gpus}.csv`` (each row carries a ``source`` column: the Karpenter
+instance-type reference at aws/karpenter-provider-aws@1d927085, instances.vantage.sh prices,
+NVIDIA datasheets). ``?`` means "not verified" and is loaded as ``None``; nothing here guesses a
+missing number.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ _ARCH_TO_TYPE = {
     "GptOssForCausalLM": "gpt_oss",
 }
 
-_CSV_SOURCE = "llmdeploy/data/models.csv (copy of shared/reference/models.csv)"
+_CSV_SOURCE = "llmdeploy/catalog/data/models.csv (copy of shared/reference/models.csv)"
 
 
 @dataclass(frozen=True)

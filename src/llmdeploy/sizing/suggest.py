@@ -15,8 +15,7 @@ from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.errors import Diagnostic, SpecError
 from llmdeploy.sizing.calculator import compute
 from llmdeploy.sizing.parallel import tp_problems
-from llmdeploy.sizing.types import Sizing, SizingRequest, Suggestion
-from llmdeploy.sizing.types import on_instance as request_for_instance
+from llmdeploy.sizing.types import Sizing, SizingRequest, Suggestion, on_instance
 
 
 def size(req: SizingRequest) -> Sizing:
@@ -51,7 +50,7 @@ def size_for_hardware(
                     )
                 ]
             )
-        return finish(request_for_instance(base, inst))
+        return finish(on_instance(base, inst))
     members = catalog.family_members(instance_family or "")
     if not members:
         raise SpecError(
@@ -69,10 +68,10 @@ def size_for_hardware(
         m for m in ordered if m.gpu_count >= base.tp
     ]
     for inst in valid:
-        if compute(request_for_instance(base, inst)).fits:
-            return finish(request_for_instance(base, inst))
+        if compute(on_instance(base, inst)).fits:
+            return finish(on_instance(base, inst))
     pick = valid[0] if valid else max(members, key=lambda i: i.gpu_count)
-    return finish(request_for_instance(base, pick))
+    return finish(on_instance(base, pick))
 
 
 def _resize(req: SizingRequest) -> tuple[Sizing, str]:
@@ -109,7 +108,7 @@ def apply_suggestion(req: SizingRequest, suggestion: Suggestion) -> SizingReques
         if path == "hardware.instanceType":
             inst = catalog.instance(value)
             assert inst is not None
-            req = request_for_instance(req, inst)
+            req = on_instance(req, inst)
         elif path == "hardware.tensorParallel":
             req = dataclasses.replace(req, tp=int(value))
         elif path == "quantization":
@@ -177,7 +176,7 @@ def _cheapest_instance(req: SizingRequest, current: Sizing) -> tuple[str, Sizing
     for inst in catalog.instances().values():
         if inst.price_usd_hr is None or (req.instance and inst.name == req.instance.name):
             continue
-        base = request_for_instance(req, inst)
+        base = on_instance(req, inst)
         tps = [req.tp] if req.tp <= inst.gpu_count else []
         tps += [t for t in _tp_candidates(base, inst.gpu_count) if t not in tps]
         for tp in tps:

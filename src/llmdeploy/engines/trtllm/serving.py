@@ -14,7 +14,8 @@ from llmdeploy.engines.trtllm.spec import TrtllmEngine
 from llmdeploy.plan.types import KV
 
 IMAGE = "nvcr.io/nvidia/tritonserver:{v}-trtllm-python-py3"
-AWS_CLI_IMAGE = "amazon/aws-cli:2.22.0"  # the fetch init container; the same pin as plan_vllm
+# the fetch init container; the same pin as engines.vllm.plan
+AWS_CLI_IMAGE = "amazon/aws-cli:2.22.0"
 TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
 TRTLLM_MODEL = "tensorrt_llm"

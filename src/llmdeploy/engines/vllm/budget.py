@@ -51,7 +51,7 @@ def vllm_facts(version: str) -> VllmFacts:
         # (Qwen3-14B 5.64 -> 2.23 GiB at 1024 x 151936 logits); calibrated, docs/sizing.md
         sampler_bytes=14.9 if v >= (0, 17, 0) else 38.4,
         non_torch_tp1_gib=0.25 if v >= (0, 18, 0) or v < (0, 8, 0) else 0.13,
-        # 0.9 through 0.19.1, 0.92 from 0.20.0 (each release's own parser; vllm_args.py)
+        # 0.9 through 0.19.1, 0.92 from 0.20.0 (each release's own parser; engines/vllm/flags.py)
         default_gmu=0.92 if v >= (0, 20, 0) else 0.9,
         cudagraph_in_budget=v >= (0, 21, 0),
     )

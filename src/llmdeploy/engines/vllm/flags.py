@@ -10,7 +10,7 @@ How the table was established: the wheels of 59 vLLM releases (0.6.0 ... 0.33.0,
 block of `vllm/entrypoints/openai/api_server.py`), with vLLM's compiled extensions stubbed out
 and the CPU platform selected. For every checked release, `build_args` output with every
 supported option (booleans True and False, both entrypoints) and the golden vectors in
-tests/test_vllm_args.py were then parsed by that release's parser to the intended values, and
+tests/test_vllm_flags.py were then parsed by that release's parser to the intended values, and
 each flag the table marks absent was refused. A `source` names the file that defines the flag
 at v0.6.2 and at v0.19.0 (`file@vX.Y.Z`: the file as shipped in that release's wheel); "first
 in X" means the form is absent from the previous checked release. Forms are keyed on (major,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from llmdeploy.catalog.ec2 import Instance
-from llmdeploy.engines.vllm import flags as vllm_args
+from llmdeploy.engines.vllm import flags
 from llmdeploy.engines.vllm.budget import vllm_facts
 from llmdeploy.engines.vllm.spec import VllmEngine
 from llmdeploy.plan.assemble import EngineParts
@@ -89,7 +89,7 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float) -> Engin
         "s3": f"{MODEL_DIR}/model",
         "pvc": MODEL_DIR,
     }[loading.mode]
-    args = vllm_args.build_args(engine.version, model_arg, vllm_options(spec, model_arg))
+    args = flags.build_args(engine.version, model_arg, vllm_options(spec, model_arg))
 
     env = [
         EnvVar("HOME", "/home/vllm"),
@@ -159,7 +159,7 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float) -> Engin
     server = Container(
         name="vllm",
         image=_image(engine),
-        command=vllm_args.command_for(engine.version),
+        command=flags.command_for(engine.version),
         args=args,
         env=tuple(env),
         ports=(Port("http", HTTP_PORT),),
@@ -173,7 +173,7 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float) -> Engin
         pre_stop_sleep=10,
     )
     served = spec.model.served_name or spec.model.id
-    metric = vllm_args.metric_name(engine.version, "waiting")
+    metric = flags.metric_name(engine.version, "waiting")
     query = f'sum({metric}{{namespace="{spec.namespace}",model_name="{_promql_escape(served)}"}})'
     return EngineParts(
         engine="vllm",
