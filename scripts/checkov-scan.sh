@@ -10,7 +10,8 @@
 #
 # Usage: bash scripts/checkov-scan.sh [PRESET ...]     (default: every presets/*.yaml)
 # Environment: PYTHON (default: python from PATH, i.e. the active venv), CHECKOV_VENV,
-#              LLMDEPLOY_CRD_DIR (CRDs to validate the render against; default ../shared/crds),
+#              LLMDEPLOY_CRD_DIR (read by llmdeploy: CRDs to validate the render against
+#              instead of the bundled CRD schemas),
 #              CHECKOV_ALLOWLIST (default docs/security-allowlist.txt).
 set -euo pipefail
 
@@ -62,11 +63,6 @@ export ANSI_COLORS_DISABLED=1
 unset BC_API_KEY PRISMA_API_URL BC_API_URL CKV_CHECK CKV_SKIP_CHECK 2>/dev/null || true
 
 # --- render every preset ----------------------------------------------------------------------
-crd_args=()
-crd_dir="${LLMDEPLOY_CRD_DIR:-$ROOT/../shared/crds}"
-if [ -d "$crd_dir" ]; then
-  crd_args=(--crd-dir "$crd_dir")
-fi
 
 presets=("$@")
 all_presets=0
@@ -84,7 +80,7 @@ fi
 scan_start=$SECONDS
 for name in "${presets[@]}"; do
   out="$WORK/rendered/$name"
-  if ! "$PYTHON" -m llmdeploy render --preset "$name" -o "$out" "${crd_args[@]}" \
+  if ! "$PYTHON" -m llmdeploy render --preset "$name" -o "$out" \
       >"$WORK/$name.render.log" 2>&1; then
     echo "checkov-scan: rendering preset $name failed:" >&2
     cat "$WORK/$name.render.log" >&2

@@ -1,9 +1,21 @@
-"""Shared fixtures: where the official CRDs are, and the --update-golden switch."""
+"""Shared fixtures: the CRD schemas, and the --update-golden switch.
+
+Tests validate custom kinds against the CRD schemas bundled in the package, so they pass in a
+clone with nothing beside it. When the official CRDs are beside the repository (``../shared/crds``;
+``LLMDEPLOY_SHARED`` or ``LLMDEPLOY_TEST_CRDS`` override), tests also check the bundle against
+them (tests/test_crd_bundle.py) and the ``crd_dir`` fixture is that directory.
+"""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
 import os
+import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -27,6 +39,19 @@ def crds_dir() -> Path:
     return Path(os.environ.get("LLMDEPLOY_TEST_CRDS", shared_dir() / "crds"))
 
 
+@functools.cache
+def load_script(relative: str) -> ModuleType:
+    """A script of the repository (``scripts/gen_docs.py``, ``benchmarks/bench.py``) as a module:
+    neither folder is a package."""
+    path = REPO / relative
+    spec = importlib.util.spec_from_file_location(f"llmdeploy_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",
@@ -41,16 +66,58 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
 
 
-@pytest.fixture(scope="session")
-def crd_dir() -> Path:
+def official_crds() -> Path | None:
+    """The official CRD directory, when it is there."""
     path = crds_dir()
-    if not path.is_dir():
-        pytest.fail(f"official CRDs not found at {path} (set LLMDEPLOY_TEST_CRDS)")
-    return path
+    return path if path.is_dir() else None
 
 
 @pytest.fixture(scope="session")
-def crds(crd_dir: Path) -> object:
-    from llmdeploy.check.documents import CrdRegistry
+def crd_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory of CRDs for ``--crd-dir``: the official ones when present, else the bundled
+    schemas written back as CustomResourceDefinition documents."""
+    return official_crds() or write_bundle_as_crds(tmp_path_factory.mktemp("bundled-crds"))
 
-    return CrdRegistry.from_dirs([crd_dir])
+
+@pytest.fixture(scope="session")
+def crds() -> object:
+    """The bundled CRD schemas: what ``render`` and ``validate`` use by default."""
+    from llmdeploy.check.bundled import bundled_registry
+
+    return bundled_registry()
+
+
+@pytest.fixture(scope="session")
+def raw_crds() -> object:
+    """The official CRD files as a registry; skips when they are not beside the repository."""
+    path = official_crds()
+    if path is None:
+        pytest.skip(f"official CRDs not found at {crds_dir()} (optional cross-check)")
+    from llmdeploy.check.crd import CrdRegistry
+
+    return CrdRegistry.from_dirs([path])
+
+
+def write_bundle_as_crds(folder: Path) -> Path:
+    """One minimal CRD file per bundled kind (JSON is YAML), for tests that exercise --crd-dir."""
+    from llmdeploy.check import bundled
+
+    for entry in bundled.manifest()["kinds"]:
+        schemas: dict[str, Any] = bundled._kind_file(entry["file"])["versions"]
+        plural = entry["file"].removesuffix(".json").partition("_")[2]
+        doc = {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{entry['group']}"},
+            "spec": {
+                "group": entry["group"],
+                "names": {"kind": entry["kind"], "plural": plural},
+                "scope": entry["scope"],
+                "versions": [
+                    {"name": v, "served": True, "storage": True, "schema": {"openAPIV3Schema": s}}
+                    for v, s in schemas.items()
+                ],
+            },
+        }
+        (folder / entry["source"]["file"]).write_text(json.dumps(doc), encoding="utf-8")
+    return folder

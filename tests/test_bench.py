@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -10,18 +9,15 @@ from types import ModuleType
 
 import pytest
 
+from conftest import load_script
+
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks" / "bench.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("llmdeploy_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while being built
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench.py")
 
 
 def test_iqr(bench: ModuleType) -> None:

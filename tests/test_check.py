@@ -1,6 +1,6 @@
-"""The check stage against the real validators: kubernetes-validate's strict schemas, the
-official CRDs in ../shared/crds (LLMDEPLOY_TEST_CRDS overrides; see conftest.crd_dir),
-jsonschema and cel-python.
+"""The check stage against the real validators: kubernetes-validate's strict schemas, CRD
+files (the official ones in ../shared/crds when present, else the bundled schemas written back as
+CRD files; see conftest.crd_dir), jsonschema and cel-python.
 """
 
 from __future__ import annotations

@@ -520,11 +520,49 @@ def test_validate_rendered_output_with_crds(workdir: Path, crd_dir: Path) -> Non
     assert match and int(match[1]) >= 8, result.stdout
 
 
-def test_validate_without_crds_says_what_it_did_not_validate(workdir: Path) -> None:
+BUNDLED_NOTE = (
+    "note: custom kinds validated with the bundled CRD schemas "
+    "(Karpenter v1.14.1, KEDA v2.20.2, prometheus-operator v0.93.0)"
+)
+
+
+def test_validate_uses_the_bundled_crd_schemas_by_default(workdir: Path) -> None:
     ok("render", "--preset", PRESET, "-o", "deploy")
     result = ok("validate", "deploy")
-    assert "NOT validated" in result.stderr and "NodePool" in result.stderr
-    assert re.search(r"^\d+ valid, 0 invalid, [1-9]\d* not validated$", result.stdout, re.M)
+    assert re.search(r"^(\d+) valid, 0 invalid, 0 not validated$", result.stdout, re.M)
+    assert result.stderr == BUNDLED_NOTE + "\n"
+    # ...and they are real schemas: an unknown NodePool field is refused (exit 5)
+    nodepool = workdir / "deploy" / "nodepool.yaml"
+    nodepool.write_text(
+        nodepool.read_text().replace("  template:\n", "  tempalte: {}\n  template:\n")
+    )
+    result = fails(5, "validate", "deploy")
+    assert (
+        'NodePool/llmdeploy-llm-serving-llama3-8b: invalid: unknown field "spec.tempalte"'
+        in result.stderr
+    )
+
+
+def test_a_kind_missing_from_crd_dir_is_not_validated(workdir: Path, crd_dir: Path) -> None:
+    """--crd-dir replaces the bundled set: a kind it lacks is reported, not passed and not
+    validated against the bundle behind the user's back."""
+    karpenter_only = workdir / "karpenter-crds"
+    karpenter_only.mkdir()
+    for path in crd_dir.rglob("karpenter*.yaml"):
+        (karpenter_only / path.name).write_bytes(path.read_bytes())
+    ok("render", "--preset", PRESET, "-o", "deploy")
+    result = ok("validate", "deploy", "--crd-dir", str(karpenter_only))
+    assert re.search(r"^\d+ valid, 0 invalid, 2 not validated$", result.stdout, re.M)
+    assert (
+        f"ScaledObject/llama3-8b: NOT validated: no CRD for keda.sh/v1alpha1 ScaledObject in "
+        f"{karpenter_only} (--crd-dir replaces the bundled CRD schemas)"
+    ) in result.stderr
+    assert f"note: custom kinds validated with the CRDs in {karpenter_only}\n" in result.stderr
+    rendered = ok("render", "--preset", PRESET, "-o", "-", "--crd-dir", str(karpenter_only))
+    assert (
+        f"warning: custom kinds not validated (no CRD for them in {karpenter_only}; --crd-dir "
+        "replaces the bundled schemas): ScaledObject, ServiceMonitor"
+    ) in rendered.stderr
 
 
 def test_crd_dir_from_the_environment(
@@ -563,11 +601,14 @@ def test_validate_unreadable_input_exit_7(workdir: Path) -> None:
     fails(7, "validate", "missing.yaml")
 
 
-def test_render_with_crd_dir_validates_custom_kinds(workdir: Path, crd_dir: Path) -> None:
-    without = ok("render", "--preset", PRESET, "-o", "-")
-    assert "custom kinds not validated" in without.stderr
+def test_render_says_which_crd_schemas_validated_the_custom_kinds(
+    workdir: Path, crd_dir: Path
+) -> None:
+    bundled = ok("render", "--preset", PRESET, "-o", "-")
+    assert bundled.stderr == BUNDLED_NOTE + "\n"
     with_crds = ok("render", "--preset", PRESET, "-o", "-", "--crd-dir", str(crd_dir))
-    assert "not validated" not in with_crds.stderr
+    assert with_crds.stderr == f"note: custom kinds validated with the CRDs in {crd_dir}\n"
+    assert with_crds.stdout == bundled.stdout
 
 
 # --- schema, init, presets -----------------------------------------------------------------------

@@ -12,7 +12,7 @@ README.md and docs/*.md are scanned for fenced code blocks, in document order:
   written to NAME, so later commands can use it.
 
 The blocks of one page run in order in one fresh directory that holds ``presets/`` (the repo's
-presets) and ``crds/`` (the official CRDs from the conftest ``crd_dir`` fixture).
+presets) and ``crds/`` (a CRD directory: the conftest ``crd_dir`` fixture).
 
 Also here: the generated docs (``docs/spec.schema.json``, ``docs/spec-reference.md``) are up to
 date, and the exit-code table in ``docs/exit-codes.md`` matches ``ExitCode``.
@@ -20,12 +20,9 @@ date, and the exit-code table in ``docs/exit-codes.md`` matches ``ExitCode``.
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import re
 import shlex
 import shutil
-import sys
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +32,7 @@ import pytest
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
+from conftest import load_script
 from llmdeploy import pipeline
 from llmdeploy.cli import commands as cli
 from llmdeploy.errors import DoesNotFitError, ExitCode
@@ -243,16 +241,8 @@ def test_block_parser() -> None:
 # --- generated docs ------------------------------------------------------------------------------
 
 
-@functools.cache
 def gen_docs() -> ModuleType:
-    """scripts/gen_docs.py as a module (scripts/ is not a package)."""
-    path = REPO / "scripts" / "gen_docs.py"
-    spec = importlib.util.spec_from_file_location("llmdeploy_gen_docs", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/gen_docs.py")
 
 
 def test_generated_docs_are_up_to_date() -> None:

@@ -47,6 +47,10 @@ def test_wheel_contains_templates_presets_and_data(wheel: Path) -> None:
         "llmdeploy/presets/llama3-70b-vllm-p4d.yaml",
         "llmdeploy/catalog/data/instances.csv",
         "llmdeploy/catalog/data/models.csv",
+        "llmdeploy/check/crd_schemas/manifest.json",
+        "llmdeploy/check/crd_schemas/karpenter.sh_nodepools.json",
+        "llmdeploy/check/crd_schemas/LICENSE",
+        "llmdeploy/check/crd_schemas/NOTICE",
     ):
         assert required in names, required
     assert not any(n.startswith(("tests/", "llmdeploy/tests/")) for n in names)
@@ -86,5 +90,7 @@ def test_installed_wheel_renders_a_preset_outside_the_source_tree(
         text=True,
     )
     assert proc.returncode == 0, proc.stderr
+    assert "note: custom kinds validated with the bundled CRD schemas" in proc.stderr
+    assert "not validated" not in proc.stderr
     assert "# Source: deployment.yaml" in proc.stdout
     assert "kind: NodePool" in proc.stdout

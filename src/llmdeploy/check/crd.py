@@ -24,11 +24,13 @@ CEL results are memoized per (schema node, rule, value), so repeated values cost
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -69,14 +71,22 @@ def schema_error_messages(errors: Iterable[Any]) -> list[str]:
 
 @dataclass(frozen=True)
 class CrdVersion:
-    """One served version of one CRD."""
+    """One served version of one CRD. Its schema is read on first use (the bundled set indexes
+    nine kinds but a render reads only the four or five it validates)."""
 
     source: str  # CRD file name, e.g. "karpenter.sh_nodepools.yaml"
     group: str
     version: str
     kind: str
     namespaced: bool
-    schema: Mapping[str, Any] = field(repr=False, compare=False)
+    load: Callable[[], Mapping[str, Any]] = field(repr=False, compare=False)
+    # Where the schema comes from, for notes: "Karpenter v1.14.1" (bundled) or the CRD file path.
+    origin: str = ""
+    bundled: bool = False
+
+    @cached_property
+    def schema(self) -> Mapping[str, Any]:
+        return self.load()
 
 
 @dataclass(frozen=True)
@@ -89,8 +99,11 @@ class CrdRegistry:
     """CRD schemas indexed by (group, version, kind). Load once and reuse: compiled validators and
     CEL programs are cached on first use."""
 
-    def __init__(self, versions: Iterable[CrdVersion], sources: Sequence[Path] = ()) -> None:
+    def __init__(
+        self, versions: Iterable[CrdVersion], sources: Sequence[Path] = (), *, bundled: bool = False
+    ) -> None:
         self.sources = tuple(sources)
+        self.bundled = bundled  # the schemas shipped in the package (check/bundled.py)
         self._versions: dict[tuple[str, str, str], CrdVersion] = {}
         for crd in versions:  # first definition wins
             self._versions.setdefault((crd.group, crd.version, crd.kind), crd)
@@ -113,6 +126,23 @@ class CrdRegistry:
 
     def __len__(self) -> int:
         return len(self._versions)
+
+    @property
+    def where(self) -> str:
+        """``the bundled CRD schemas`` or ``DIR[, DIR...]``: "no CRD for X in {where}"."""
+        if self.bundled:
+            return "the bundled CRD schemas"
+        return ", ".join(str(d) for d in self.sources) or "the CRD registry"
+
+    @property
+    def label(self) -> str:
+        """``the bundled CRD schemas`` or ``the CRDs in DIR[, DIR...]``: "validated with ..."."""
+        return self.where if self.bundled else f"the CRDs in {self.where}"
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        """Every distinct :attr:`CrdVersion.origin`, in the order the CRDs were given."""
+        return tuple(dict.fromkeys(c.origin for c in self._versions.values()))
 
     def lookup(self, group: str, version: str, kind: str) -> CrdVersion | None:
         return self._versions.get((group, version, kind))
@@ -160,10 +190,15 @@ def _crd_versions(path: Path) -> list[CrdVersion]:
                         version=str(ver.get("name")),
                         kind=str((spec.get("names") or {}).get("kind", "")),
                         namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-                        schema=schema,
+                        load=functools.partial(_identity, schema),
+                        origin=str(path),
                     )
                 )
     return out
+
+
+def _identity(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    return schema
 
 
 # --- structural schema -> JSON Schema --------------------------------------------------------

@@ -32,7 +32,7 @@ import yaml as pyyaml
 from kubernetes_validate import utils as kv
 from referencing import Registry, Resource
 
-from llmdeploy.check.crd import CrdRegistry, schema_error_messages
+from llmdeploy.check.crd import CrdRegistry, CrdVersion, schema_error_messages
 from llmdeploy.check.meta import CLUSTER_SCOPED, generic_errors
 from llmdeploy.errors import CheckInputError
 
@@ -76,6 +76,8 @@ class DocResult:
     messages: tuple[str, ...]  # the errors if invalid, the reason if not-validated
     skipped_cel_rules: int
     notes: tuple[str, ...] = ()  # warnings that do not make the document invalid
+    # The CRD schema used, by origin: "Karpenter v1.14.1" (bundled) or the CRD file's path.
+    crd: str = ""
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,7 @@ class _Schema:
     reason: str = ""
     cluster_scoped: bool = False
     covers_metadata: bool = False  # kubernetes-validate's schemas include ObjectMeta
+    crd: str = ""  # origin of the CRD schema used
 
 
 def _validate_schema(
@@ -226,15 +229,19 @@ def _validate_schema(
     others = crds.versions_of(group, kind) if crds is not None else ()
     if crds is not None and crd is not None:
         outcome = crds.validate(crd, data)
-        out.validator = f"CRD {crd.source}"
+        out.validator = _crd_validator(crd)
+        out.crd = crd.origin
         out.errors += outcome.errors
         out.notes = outcome.skipped_rules
         out.cluster_scoped = not crd.namespaced
     elif others:
         serves = ", ".join(f"{group}/{o.version}" for o in others)
-        out.validator = f"CRD {others[0].source}"
+        out.validator = _crd_validator(others[0])
+        out.crd = others[0].origin
+        which = f"the bundled {others[0].origin} CRD" if others[0].bundled else "the CRD"
+        hint = "; give --crd-dir with your cluster's CRDs" if others[0].bundled else ""
         out.errors.append(
-            f"apiVersion: {api_version} {kind} is not served (the CRD serves {serves})"
+            f"apiVersion: {api_version} {kind} is not served ({which} serves {serves}{hint})"
         )
     elif _is_builtin_group(group):
         try:
@@ -260,10 +267,22 @@ def _validate_schema(
         out.validator = f"kubernetes-validate {version} strict"
     elif crds is None:
         out.reason = f"no CRD for {api_version} {kind}: no CRD directory given (--crd-dir)"
+    elif crds.bundled:
+        out.reason = (
+            f"no CRD for {api_version} {kind} in {crds.where} (give --crd-dir with your "
+            "cluster's CRDs)"
+        )
     else:
-        dirs = ", ".join(str(d) for d in crds.sources) or "the CRD registry"
-        out.reason = f"no CRD for {api_version} {kind} in {dirs}"
+        out.reason = (
+            f"no CRD for {api_version} {kind} in {crds.where} (--crd-dir replaces the bundled "
+            "CRD schemas)"
+        )
     return out
+
+
+def _crd_validator(crd: CrdVersion) -> str:
+    """``CRD karpenter.sh_nodepools.yaml`` (a file), ``... (bundled, Karpenter v1.14.1)``."""
+    return f"CRD {crd.source}" + (f" (bundled, {crd.origin})" if crd.bundled else "")
 
 
 def _check_doc(
@@ -299,10 +318,10 @@ def _check_doc(
     skipped = len(found.notes)
     if errors:
         notes = found.notes + ((found.reason,) if found.reason else ())
-        return result("invalid", found.validator, tuple(errors), skipped, notes)
+        return result("invalid", found.validator, tuple(errors), skipped, notes, found.crd)
     if found.reason:
         return result("not-validated", "none", (found.reason,), skipped, found.notes)
-    return result("valid", found.validator, (), skipped, found.notes)
+    return result("valid", found.validator, (), skipped, found.notes, found.crd)
 
 
 def check_documents(

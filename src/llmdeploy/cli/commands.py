@@ -28,6 +28,8 @@ from llmdeploy.errors import (
 )
 
 if TYPE_CHECKING:
+    from llmdeploy.check.crd import CrdRegistry
+    from llmdeploy.check.documents import CheckReport
     from llmdeploy.spec.load import LoadedSpec
 
 EPILOG = (
@@ -60,8 +62,8 @@ CrdDirs = Annotated[
     Optional[list[Path]],  # noqa: UP045 - typer needs Optional at runtime on 3.10
     typer.Option(
         "--crd-dir",
-        help="Directory of CustomResourceDefinition YAMLs to validate custom kinds "
-        "(repeatable; env LLMDEPLOY_CRD_DIR, ':'-separated).",
+        help="Directory of CustomResourceDefinition YAMLs to validate custom kinds against, "
+        "instead of the bundled CRD schemas (repeatable; env LLMDEPLOY_CRD_DIR, ':'-separated).",
     ),
 ]
 KubeVersion = Annotated[
@@ -148,17 +150,20 @@ def main_callback(
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _crd_registry(dirs: list[Path] | None) -> Any:
+def _crd_registry(dirs: list[Path] | None) -> CrdRegistry:
+    """The CRDs in --crd-dir (or LLMDEPLOY_CRD_DIR), else the schemas bundled in the package."""
     all_dirs = list(dirs or [])
     env = os.environ.get("LLMDEPLOY_CRD_DIR")
     if not all_dirs and env:
         all_dirs = [Path(p) for p in env.split(os.pathsep) if p]
     if not all_dirs:
-        return None
+        from llmdeploy.check.bundled import bundled_registry
+
+        return bundled_registry()
     for d in all_dirs:
         if not d.is_dir():
             raise UsageError(f"--crd-dir {d}: not a directory")
-    from llmdeploy.check.documents import CrdRegistry
+    from llmdeploy.check.crd import CrdRegistry
 
     return CrdRegistry.from_dirs(all_dirs)
 
@@ -227,11 +232,18 @@ def _print_report(report: Any, only_problems: bool = False) -> None:
             _err(f"{where}: note: {note}")
 
 
-def _not_validated_note(reports: list[Any]) -> None:
+def _crd_notes(reports: list[CheckReport], crds: CrdRegistry) -> None:
+    """Which CRD set validated the custom kinds; which kinds it had no CRD for."""
+    used = {r.crd for report in reports for r in report.results if r.crd}
+    if used:
+        origins = [o for o in crds.origins if o in used]
+        versions = f" ({', '.join(origins)})" if crds.bundled else ""
+        _err(f"note: custom kinds validated with {crds.label}{versions}")
     missing = sorted({r.kind for report in reports for r in report.not_validated})
     if missing:
+        hint = "give --crd-dir" if crds.bundled else "--crd-dir replaces the bundled schemas"
         _err(
-            f"warning: custom kinds not validated (no CRD for them; give --crd-dir): "
+            f"warning: custom kinds not validated (no CRD for them in {crds.where}; {hint}): "
             f"{', '.join(missing)}"
         )
 
@@ -317,7 +329,7 @@ def _render(
                 f"warning: {res.loaded.label}: rendered with --force although it does not fit: "
                 + "; ".join(res.sizing.reasons)
             )
-    _not_validated_note([res.report for res in results])
+    _crd_notes([res.report for res in results], crds)
     if output == "-":
         skipped = []
         out = []
@@ -461,7 +473,8 @@ def validate(
     crd_dir: CrdDirs = None,
     kube_version: KubeVersion = None,
 ) -> None:
-    """Validate manifests: built-in kinds strictly, custom kinds against --crd-dir CRDs."""
+    """Validate manifests: built-in kinds strictly, custom kinds against the bundled CRD schemas
+    (or --crd-dir)."""
     _run(_validate, paths, crd_dir, kube_version)
 
 
@@ -473,6 +486,7 @@ def _validate(paths: list[Path], crd_dir: list[Path] | None, kube_version: str |
         paths, crds=crds, kube_version=kube_version or check.DEFAULT_KUBE_VERSION
     )
     _print_report(report)
+    _crd_notes([report], crds)
     valid = sum(1 for r in report.results if r.status == "valid")
     invalid = sum(1 for r in report.results if r.status == "invalid")
     skipped = len(report.not_validated)
