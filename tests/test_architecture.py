@@ -264,6 +264,7 @@ from llmdeploy.plan.types import Container, Port
 class Echo:
     name = "echo"
     version_field = "engine.version"
+    runtime_quantizations = frozenset({"fp8"})
 
     def version(self, section):
         return section.version

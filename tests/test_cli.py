@@ -278,12 +278,13 @@ def test_check_exits_6_with_a_diff_after_a_hand_edit(workdir: Path) -> None:
     ok("render", "--check", "--preset", PRESET, "-o", "deploy")
     deployment = workdir / "deploy" / "deployment.yaml"
     original = deployment.read_text(encoding="utf-8")
-    edited = original.replace("  replicas: 1\n", "  replicas: 3\n")
+    edited = original.replace("  revisionHistoryLimit: 5\n", "  revisionHistoryLimit: 3\n")
     assert edited != original
     deployment.write_text(edited, encoding="utf-8")
     result = fails(6, "render", "--check", "--preset", PRESET, "-o", "deploy")
     assert "--- a/deployment.yaml" in result.stdout and "+++ b/deployment.yaml" in result.stdout
-    assert "-  replicas: 3" in result.stdout and "+  replicas: 1" in result.stdout
+    assert "-  revisionHistoryLimit: 3" in result.stdout
+    assert "+  revisionHistoryLimit: 5" in result.stdout
     assert f"run: llmdeploy render --preset {PRESET} -o deploy" in result.stderr
     assert deployment.read_text(encoding="utf-8") == edited, "--check must not write"
 
@@ -579,7 +580,8 @@ def test_validate_a_broken_manifest_exit_5(workdir: Path, crd_dir: Path) -> None
     text = scaled.read_text()
     scaled.write_text(re.sub(r"threshold: \"(\d+)\"", r"threshold: \1", text))  # unquoted number
     deployment = workdir / "deploy" / "deployment.yaml"
-    deployment.write_text(deployment.read_text().replace("  replicas: 1\n", "  replicas: one\n"))
+    text = deployment.read_text()
+    deployment.write_text(text.replace("revisionHistoryLimit: 5\n", "revisionHistoryLimit: one\n"))
     result = fails(5, "validate", "deploy", "--crd-dir", str(crd_dir))
     assert re.search(r"deployment\.yaml\[0\] Deployment/\S+: invalid:", result.stderr)
     assert re.search(r"scaledobject\.yaml\[0\] ScaledObject/\S+: invalid:", result.stderr)
@@ -589,7 +591,8 @@ def test_validate_a_broken_manifest_exit_5(workdir: Path, crd_dir: Path) -> None
 def test_validate_reports_each_problem_once(workdir: Path, crd_dir: Path) -> None:
     ok("render", "--preset", PRESET, "-o", "deploy")
     deployment = workdir / "deploy" / "deployment.yaml"
-    deployment.write_text(deployment.read_text().replace("  replicas: 1\n", "  replicas: one\n"))
+    text = deployment.read_text()
+    deployment.write_text(text.replace("revisionHistoryLimit: 5\n", "revisionHistoryLimit: one\n"))
     result = fails(5, "validate", "deploy", "--crd-dir", str(crd_dir))
     problems = [line for line in result.stderr.splitlines() if ": invalid: " in line]
     assert problems and len(problems) == len(set(problems)), result.stderr
@@ -702,3 +705,18 @@ def test_size_json_is_machine_readable(workdir: Path) -> None:
 def test_size_unknown_architecture_is_a_spec_error() -> None:
     result = fails(3, "size", "--model", "llama-9-1t", "--instance", "p5.48xlarge")
     assert "llama-9-1t" in result.stderr
+
+
+def test_render_and_size_print_notices_located_at_the_field(workdir: Path) -> None:
+    spec = (
+        "apiVersion: llmdeploy.dev/v1alpha1\nname: demo\nmodel:\n"
+        "  id: example-org/Llama-3.1-8B-Instruct-FP8\n  architecture: llama-3.1-8b\n"
+        "quantization: fp8\nhardware: {instanceType: g6e.xlarge}\n"
+        "cluster: {name: c, nodeRole: r}\n"
+    )
+    (workdir / "s.yaml").write_text(spec)
+    for args in (("render", "s.yaml", "-o", "-"), ("size", "s.yaml")):
+        result = ok(*args)
+        assert "s.yaml:4:7: warning: model.id example-org/Llama-3.1-8B-Instruct-FP8" in (
+            result.stderr
+        ), result.stderr

@@ -152,12 +152,18 @@ def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 # --- startup, readiness, liveness ---------------------------------------------------------------
 
 
+def loaded_gib(out: Out) -> float:
+    """What the server reads at start: vLLM the checkpoint's files as stored (for runtime FP8
+    the 16-bit ones), Triton the built engine (about its weights in GPU memory)."""
+    return out.sizing.checkpoint_gib if out.spec.engine.type == "vllm" else out.weights_gib
+
+
 @pytest.mark.parametrize("preset", PRESETS)
 def test_startup_probe_covers_download_load_and_warmup(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
     st = out.spec.startup
     budget = probe_window(out.server["startupProbe"])
-    gbits = out.weights_gib * 2**30 * 8 / 1e9
+    gbits = loaded_gib(out) * 2**30 * 8 / 1e9
     needed = gbits / st.disk_read_gbps + st.warmup_seconds
     downloads_in_server = (
         out.spec.engine.type == "vllm" and out.spec.model.loading.mode == "huggingface"
@@ -179,7 +185,9 @@ def test_startup_budget_grows_with_model_size(preset: str, crds: object) -> None
     budgets = []
     for weights in (8.0, 40.0, 140.0, 400.0):
         tp = out.spec.hardware.tensor_parallel
-        sizing = dataclasses.replace(out.sizing, weights_gib_per_gpu=weights / tp)
+        sizing = dataclasses.replace(
+            out.sizing, weights_gib_per_gpu=weights / tp, checkpoint_gib=weights
+        )
         the_plan = pipeline.make_plan(out.spec, sizing, "test")
         files = render.render_plan(the_plan, "test")
         deployment = next(d for _, d in pipeline.yaml_documents(files) if d["kind"] == "Deployment")

@@ -43,6 +43,17 @@ class Diagnostic:
         return f"{self.file}:{self.line}:{col}"
 
 
+@dataclass(frozen=True)
+class Notice:
+    """A warning or an assumption a later stage reports about a spec field (printed, located
+    at ``key_path``, by the CLI; it does not stop the command)."""
+
+    key_path: str
+    message: str
+    severity: str = "warning"  # warning | note
+    hint: str | None = None
+
+
 class LlmdeployError(Exception):
     """Root of every error llmdeploy raises on purpose."""
 
@@ -80,6 +91,19 @@ class SpecError(LlmdeployError):
         count = len(self.diagnostics)
         suffix = f" (and {count - 1} more)" if count > 1 else ""
         super().__init__(f"{first.location()}: {first.message}{suffix}")
+
+
+class SpecFieldError(LlmdeployError):
+    """A later stage found a spec field that cannot work (a contradiction with the checkpoint,
+    a missing credential). Carries the field's dotted spec path; the pipeline turns it into a
+    located :class:`SpecError`."""
+
+    exit_code = ExitCode.SPEC
+
+    def __init__(self, key_path: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.key_path = key_path
+        self.hint = hint
 
 
 class UnknownArchitectureError(SpecError):

@@ -20,7 +20,9 @@ from llmdeploy.errors import (
     DoesNotFitError,
     ExitCode,
     LlmdeployError,
+    Notice,
     SpecError,
+    SpecFieldError,
     UnsupportedFlagError,
     ValidationFailedError,
 )
@@ -40,6 +42,7 @@ class Rendered:
     sizing: Sizing
     files: tuple[tuple[str, str], ...]
     report: CheckReport
+    notices: tuple[Notice, ...] = ()  # warnings and assumptions about spec fields
 
 
 def yaml_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
@@ -95,7 +98,17 @@ def render_loaded(
             "please report it)",
             report,
         )
-    return Rendered(loaded=loaded, sizing=sizing, files=files, report=report)
+    notices = sizing.notices + the_plan.notices
+    return Rendered(loaded=loaded, sizing=sizing, files=files, report=report, notices=notices)
+
+
+def size_loaded(loaded: LoadedSpec) -> Sizing:
+    """``llmdeploy size SPEC``: the sizing with its suggestions, spec errors located."""
+    from llmdeploy.sizing.requests import size_spec
+
+    base_dir = loaded.path.parent if loaded.path is not None else None
+    with _located(loaded, "model.architecture"):
+        return size_spec(loaded.spec, base_dir)
 
 
 def make_plan(spec: Spec, sizing: Sizing, header_command: str) -> Plan:
@@ -153,6 +166,8 @@ def _located(loaded: LoadedSpec, key_path: str) -> Iterator[None]:
         yield
     except UnsupportedFlagError as exc:
         raise SpecError([loaded.diagnostic(key_path, exc.message)]) from None
+    except SpecFieldError as exc:
+        raise SpecError([loaded.diagnostic(exc.key_path, exc.message, exc.hint)]) from None
     except SpecError as exc:
         diags = [
             d if d.line is not None else loaded.diagnostic(key_path, d.message, d.hint)

@@ -23,6 +23,7 @@ class CheckpointQuant:
     quantize_lm_head: bool = False
     quantize_vision: bool = False
     label: str = ""
+    quant_method: str = ""  # config.json quant_method as vLLM names it (compressed-tensors, awq)
 
 
 @dataclass(frozen=True)

@@ -136,8 +136,25 @@ def _vision_params(
 
 
 def quant_from_config(q: Mapping[str, Any], file: str) -> CheckpointQuant:
-    """Interpret a ``quantization_config``; unknown schemes are refused."""
-    method = str(q.get("quant_method", "")).lower()
+    """Interpret a ``quantization_config``; unknown schemes are refused. ``quant_method`` is
+    the name vLLM reads from it (ModelConfig._verify_quantization, vllm/config/model.py@v0.19.0:
+    lower-cased, ``compressed_tensors`` spelled ``compressed-tensors``, ModelOpt FP8/NVFP4 as
+    ``modelopt``/``modelopt_fp4``)."""
+    quant = _quant_scheme(q, file)
+    vllm_name = _vllm_method_name(q)
+    if vllm_name == "modelopt" and quant.method == "nvfp4":
+        vllm_name = "modelopt_fp4"
+    return dataclasses.replace(quant, quant_method=vllm_name)
+
+
+def _vllm_method_name(q: Mapping[str, Any]) -> str:
+    return (
+        str(q.get("quant_method", "")).lower().replace("compressed_tensors", "compressed-tensors")
+    )
+
+
+def _quant_scheme(q: Mapping[str, Any], file: str) -> CheckpointQuant:
+    method = _vllm_method_name(q)
     if method in {"awq", "gptq"}:
         bits = int(q.get("bits", q.get("w_bit", 4)))
         group = int(q.get("group_size", q.get("q_group_size", 128)))

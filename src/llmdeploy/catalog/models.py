@@ -175,9 +175,15 @@ def _alias_index() -> dict[str, str]:
 
 
 def _from_entry(
-    entry: _Entry, quant_cfg: dict[str, Any] | None = None, *, hf_id: str = "", source: str = ""
+    entry: _Entry,
+    quant_cfg: dict[str, Any] | None = None,
+    *,
+    hf_id: str = "",
+    source: str = "",
+    geometry: dict[str, Any] | None = None,
 ) -> Architecture:
     cfg = dict(entry.config)
+    cfg.update(geometry or {})  # a published repo's own config.json values (padded widths, ...)
     if quant_cfg is not None:
         cfg["quantization_config"] = quant_cfg
     return hf_config.architecture_from_config(
@@ -190,21 +196,59 @@ def _from_entry(
 
 
 @functools.cache
-def _catalog_architecture(ref: str) -> Architecture | None:
-    key = _norm(ref)
+def _quantized_repo(ref: str) -> Architecture | None:
     quantized = {_norm(k): (k, v) for k, v in _extra()["quantized_aliases"].items()}
-    if key in quantized:
-        repo, item = quantized[key]
-        base = _entries()[item["base"]]
-        return _from_entry(
-            base,
-            item["quantization_config"],
-            hf_id=repo,
-            source=f"{base.source}; quantization: {item['source']}",
-        )
+    if _norm(ref) not in quantized:
+        return None
+    repo, item = quantized[_norm(ref)]
+    base = _entries()[item["base"]]
+    return _from_entry(
+        base,
+        item["quantization_config"],
+        hf_id=repo,
+        source=f"{base.source}; quantization: {item['source']}",
+        geometry=item.get("config"),
+    )
+
+
+@functools.cache
+def _catalog_architecture(ref: str) -> Architecture | None:
+    found = _quantized_repo(ref)
+    if found is not None:
+        return found
     index = _alias_index()
-    name = index.get(key) or index.get(_strip_variant(ref))
+    name = index.get(_norm(ref)) or index.get(_strip_variant(ref))
     return _from_entry(_entries()[name]) if name else None
+
+
+def is_catalog_ref(ref: str) -> bool:
+    """Whether ``ref`` names a catalog architecture (rather than a config.json path)."""
+    return _catalog_architecture(ref) is not None
+
+
+def known_repo(model_id: str) -> Architecture | None:
+    """The catalog architecture of a Hugging Face repo id: a published quantized repo, a
+    listed id or alias, or a repo named exactly like a catalog model (``org/Llama-3.1-8B-Instruct``
+    is llama-3.1-8b); None for a repo the catalog does not know."""
+    return _catalog_architecture(model_id) if "/" in model_id else None
+
+
+def quantized_checkpoint(model_id: str) -> Architecture | None:
+    """The catalog's record of a published pre-quantized repo (its geometry and
+    ``quantization_config``), or None when ``model_id`` is not one the catalog knows."""
+    return _quantized_repo(model_id)
+
+
+def quantized_repos(base: str, method: str) -> list[str]:
+    """Published pre-quantized repos of catalog architecture ``base`` stored as ``method``
+    (a :class:`CheckpointQuant` method: awq, gptq, fp8, int8, ...)."""
+    out = []
+    for repo, item in _extra()["quantized_aliases"].items():
+        arch = _quantized_repo(repo)
+        q = arch.quantization if arch is not None else None
+        if item["base"] == base and q is not None and q.method == method:
+            out.append(repo)
+    return sorted(out)
 
 
 def load_architecture(ref: str, base_dir: Path | None = None) -> Architecture:

@@ -22,12 +22,15 @@ from llmdeploy.errors import (
     DriftError,
     ExitCode,
     LlmdeployError,
+    Notice,
     SpecError,
     UsageError,
     ValidationFailedError,
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from llmdeploy.check.crd import CrdRegistry
     from llmdeploy.check.documents import CheckReport
     from llmdeploy.spec.load import LoadedSpec
@@ -86,6 +89,16 @@ def _print_diagnostic(d: Diagnostic) -> None:
         _err(f" {' ' * len(num)} | {prefix}^")
     if d.hint:
         _err(f" {' ' * len(str(d.line or ''))} = hint: {d.hint}")
+
+
+def _print_notices(loaded: LoadedSpec, notices: Sequence[Notice]) -> None:
+    """Warnings and assumptions of the later stages, located at their spec field."""
+    for n in notices:
+        _print_diagnostic(
+            dataclasses.replace(
+                loaded.diagnostic(n.key_path, n.message, n.hint), severity=n.severity
+            )
+        )
 
 
 def _fail(exc: LlmdeployError) -> NoReturn:
@@ -324,6 +337,7 @@ def _render(
             "k8s/kustomization.yaml.j2", files=subdirs
         )
     for res in results:
+        _print_notices(res.loaded, res.notices)
         if not res.sizing.fits:
             _err(
                 f"warning: {res.loaded.label}: rendered with --force although it does not fit: "
@@ -425,7 +439,7 @@ def _size(
     as_json: bool,
 ) -> None:
     from llmdeploy.cli import size_report
-    from llmdeploy.sizing.requests import request_from_options, size_spec
+    from llmdeploy.sizing.requests import request_from_options
     from llmdeploy.sizing.suggest import size as size_with_suggestions
 
     if model is not None:
@@ -449,9 +463,11 @@ def _size(
         )
         result = size_with_suggestions(req)
     else:
+        from llmdeploy import pipeline
+
         loaded = _load_specs([spec] if spec is not None else [], preset)[0]
-        base = loaded.path.parent if loaded.path is not None else None
-        result = size_spec(loaded.spec, base)
+        result = pipeline.size_loaded(loaded)
+        _print_notices(loaded, result.notices)
     if as_json:
         import json
 

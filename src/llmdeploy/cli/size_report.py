@@ -52,6 +52,7 @@ def to_json(sizing: Sizing) -> dict[str, Any]:
         "gpu_memory_utilization": s.gpu_memory_utilization,
         "budget_gib": round(s.budget_gib, 2),
         "weights_gib_per_gpu": round(s.weights_gib_per_gpu, 2),
+        "checkpoint_gib": round(s.checkpoint_gib, 2),
         "activation_gib": round(s.activation_gib, 2),
         "non_torch_gib": round(s.non_torch_gib, 2),
         "cudagraph_gib": round(s.cudagraph_gib, 2),

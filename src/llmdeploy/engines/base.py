@@ -30,6 +30,9 @@ class Engine(Protocol):
 
     name: str  # the spec's engine.type
     version_field: str  # spec path of the version pin (errors about flags are located there)
+    # Spec `quantization` values the engine makes from a 16-bit checkpoint itself (at start, or
+    # when it builds an engine); any other value needs a checkpoint already stored that way.
+    runtime_quantizations: frozenset[str]
 
     def version(self, section: EngineSection) -> str:
         """The version the spec pins (rendered as ``app.kubernetes.io/version``)."""

@@ -141,7 +141,7 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         "Deployment": True,
         "ServiceMonitor": monitor is not None and monitor.kind == "ServiceMonitor",
         "PodMonitor": monitor is not None and monitor.kind == "PodMonitor",
-        "ScaledObject": True,
+        "ScaledObject": spec.autoscaling.enabled,
     }
     sa_annotations: tuple[KV, ...] = ()
     if spec.service_account.iam_role_arn:

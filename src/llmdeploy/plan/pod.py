@@ -105,7 +105,12 @@ def workload_plan(
         # Voluntary disruption (consolidation, drift) waits until the pod is gone; expiry still
         # replaces the node after NodePool terminationGracePeriod.
         pod_annotations=(KV("karpenter.sh/do-not-disrupt", "true"),),
-        replicas=max(1, spec.autoscaling.min_replicas),
+        # Omitted while KEDA's HPA owns the scale subresource: "When an HPA is enabled, it is
+        # recommended that the value of spec.replicas of the Deployment ... be removed from
+        # their manifest(s)", or every apply resets the count (https://kubernetes.io/docs/tasks/
+        # run-application/horizontal-pod-autoscale/#migrating-deployments-and-statefulsets-to-
+        # horizontal-autoscaling).
+        replicas=None if spec.autoscaling.enabled else spec.autoscaling.min_replicas,
         service_account=spec.name,
         node_selector=(KV("karpenter.sh/nodepool", pool_name(spec)),),
         tolerations=(GPU_TAINT,),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from llmdeploy.errors import Notice
+
 
 @dataclass(frozen=True)
 class KV:
@@ -144,7 +146,7 @@ class NodeClassPlan:
 class WorkloadPlan:
     pod_labels: tuple[KV, ...]
     pod_annotations: tuple[KV, ...]
-    replicas: int
+    replicas: int | None  # None: an autoscaler owns spec.replicas
     service_account: str
     node_selector: tuple[KV, ...]
     tolerations: tuple[Toleration, ...]
@@ -242,3 +244,4 @@ class Plan:
     resources: tuple[Resource, ...]
     extra_files: tuple[ExtraFile, ...] = field(default=())
     header_command: str = ""
+    notices: tuple[Notice, ...] = ()  # warnings and assumptions the CLI prints, located

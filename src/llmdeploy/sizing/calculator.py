@@ -123,6 +123,7 @@ def compute(req: SizingRequest) -> Sizing:
         kv_cache_groups=layout.groups,
         assumptions=tuple(assumptions),
         request=req,
+        checkpoint_gib=_r(mem.checkpoint_bytes(arch) / mem.GIB),
     )
 
 

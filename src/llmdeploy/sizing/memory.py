@@ -43,7 +43,7 @@ REQUESTED_QUANT: dict[str, CheckpointQuant] = {
         "gptq", 4, 128, 0.5 + 2.5 / 128, 0, False, label="gptq 4-bit g128"
     ),
 }
-_CHECKPOINT_MATCH = {
+CHECKPOINT_MATCH = {
     "fp8": {"fp8", "fp8-block"},
     "int8": {"int8"},
     "int4-awq": {"awq", "w4a16"},
@@ -55,7 +55,7 @@ def effective_quant(arch: Architecture, requested: str) -> tuple[CheckpointQuant
     """(scheme in effect, problem). A quantized checkpoint wins; a conflicting request fails."""
     ckpt = arch.quantization
     if ckpt is not None:
-        if requested in ("none", "") or ckpt.method in _CHECKPOINT_MATCH.get(requested, set()):
+        if requested in ("none", "") or ckpt.method in CHECKPOINT_MATCH.get(requested, set()):
             return ckpt, ""
         return ckpt, (
             f"the checkpoint is already quantized ({ckpt.label}); vLLM refuses "
@@ -146,6 +146,26 @@ def weight_breakdown(
     # rotary cos/sin cache: max_position x rotary_dim in the model dtype, one per model
     out["rope_cache"] = a.max_position_embeddings * a.rotary_dim * dt
     return out
+
+
+def stored_dtype_bytes(a: Architecture) -> int:
+    """Bytes per element of the checkpoint's unquantized tensors as stored (``torch_dtype``)."""
+    return 4 if a.torch_dtype in ("float32", "float") else 2
+
+
+def checkpoint_bytes(a: Architecture) -> float:
+    """Bytes of the checkpoint's weight files as stored, which is what a download writes.
+
+    A 16-bit checkpoint is every parameter in ``torch_dtype`` (Llama-3.1-70B-Instruct:
+    70,553,706,496 x 2 = 141,107,412,992 B, its ``model.safetensors.index.json`` total_size).
+    A pre-quantized one is its quantized layout at TP 1, without the rotary cache vLLM builds at
+    load. Runtime quantization (``--quantization fp8``) does not change what is downloaded.
+    """
+    if a.quantization is None:
+        return float(a.total_params * stored_dtype_bytes(a))
+    parts = weight_breakdown(a, a.quantization, 1, dt=stored_dtype_bytes(a))
+    parts.pop("rope_cache", None)
+    return sum(parts.values())
 
 
 # --- KV cache --------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from llmdeploy.catalog.models import load_architecture
 from llmdeploy.engines import registry
 from llmdeploy.errors import UsageError
 from llmdeploy.sizing import gpu_memory
+from llmdeploy.sizing.checkpoint import resolve as resolve_checkpoint
 from llmdeploy.sizing.suggest import size_for_hardware
 from llmdeploy.sizing.types import KV_DTYPES, QUANTIZATIONS, Sizing, SizingRequest, on_instance
 
@@ -23,10 +24,11 @@ if TYPE_CHECKING:
 def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True) -> Sizing:
     """Size a spec; for ``instanceFamily`` pick the cheapest size that fits. ``suggest=False``
     skips the (re-sized) suggestions, which ``render`` only needs when the spec does not fit."""
-    arch = load_architecture(spec.model.architecture, spec_dir)
-    extra = registry.get(spec.engine.type).sizing_fields(spec)
+    engine = registry.get(spec.engine.type)
+    checkpoint = resolve_checkpoint(spec, spec_dir, engine.runtime_quantizations)
+    extra = engine.sizing_fields(spec)
     base = SizingRequest(
-        architecture=arch,
+        architecture=checkpoint.architecture,
         tp=spec.hardware.tensor_parallel,
         quantization=spec.quantization,
         kv_cache_dtype=spec.kv_cache_dtype,
@@ -39,9 +41,10 @@ def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True)
         engine=spec.engine.type,
         **extra,  # type: ignore[arg-type]
     )
-    return size_for_hardware(
+    sizing = size_for_hardware(
         base, spec.hardware.instance_type, spec.hardware.instance_family, suggest=suggest
     )
+    return dataclasses.replace(sizing, notices=checkpoint.notices)
 
 
 def request_from_options(

@@ -12,7 +12,10 @@ import math
 from collections.abc import Iterable
 
 from llmdeploy.catalog import ec2 as catalog
+from llmdeploy.catalog import models
+from llmdeploy.engines import registry
 from llmdeploy.errors import Diagnostic, SpecError
+from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.calculator import compute
 from llmdeploy.sizing.parallel import tp_problems
 from llmdeploy.sizing.types import Sizing, SizingRequest, Suggestion, on_instance
@@ -221,14 +224,22 @@ def suggestions(req: SizingRequest, current: Sizing) -> tuple[Suggestion, ...]:
             if req.quantization == "none"
             else (["int4-awq"] if req.quantization in ("fp8", "int8") else [])
         )
+        runtime = registry.get(req.engine).runtime_quantizations
         for quant in options:
             if quant == "fp8" and (req.gpu is None or not req.gpu.fp8):
                 continue  # suggest FP8 only on GPUs with FP8 tensor cores
-            s, extra = _resize(dataclasses.replace(req, quantization=quant))
+            trial, note = dataclasses.replace(req, quantization=quant), ""
+            if quant not in runtime:  # the engine needs a checkpoint stored that way
+                repos = models.quantized_repos(arch.name, mem.REQUESTED_QUANT[quant].method)
+                note = f" ({repos[0]})" if repos else " (pre-quantized)"
+                if repos:  # size the published repo itself (its own geometry)
+                    trial = dataclasses.replace(
+                        trial, architecture=models.load_architecture(repos[0])
+                    )
+            s, extra = _resize(trial)
             if _better(current, s):
-                out.append(
-                    _suggestion(f"quantization: {quant}{extra}", "quantization", quant, s, req)
-                )
+                label = f"quantization: {quant}{note}{extra}"
+                out.append(_suggestion(label, "quantization", quant, s, req))
     if req.kv_cache_dtype == "auto":
         s, extra = _resize(dataclasses.replace(req, kv_cache_dtype="fp8"))
         if _better(current, s):

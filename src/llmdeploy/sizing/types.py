@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from llmdeploy.catalog import ec2
 from llmdeploy.catalog.architecture import Architecture
+from llmdeploy.errors import Notice
 
 QUANTIZATIONS = ("none", "fp8", "int8", "int4-awq", "int4-gptq")
 KV_DTYPES = ("auto", "fp8")
@@ -104,6 +105,10 @@ class Sizing:
     kv_cache_groups: tuple[str, ...]
     assumptions: tuple[str, ...]
     request: SizingRequest
+    # GiB of the checkpoint's weight files as stored: what a download writes to the model cache
+    # and what the server reads back. For runtime FP8 this is the 16-bit checkpoint.
+    checkpoint_gib: float = 0.0
+    notices: tuple[Notice, ...] = ()  # what the sizing assumed about the spec's checkpoint
 
 
 @dataclass(frozen=True)

@@ -204,6 +204,14 @@ class Slo(SpecModel):
 class Autoscaling(SpecModel):
     """KEDA scaling on queued requests read from Prometheus."""
 
+    enabled: bool = Field(
+        True,
+        description=(
+            "Render the KEDA ScaledObject. The Deployment then has no `replicas` field: the "
+            "autoscaler owns it, and an apply would otherwise reset the fleet. false: no "
+            "ScaledObject, and the Deployment runs `minReplicas` replicas."
+        ),
+    )
     min_replicas: int = Field(
         1,
         ge=1,

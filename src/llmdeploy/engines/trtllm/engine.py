@@ -16,6 +16,8 @@ if TYPE_CHECKING:
 class Trtllm:
     name = "trtllm"
     version_field = "engine.tritonVersion"
+    # The engine build quantizes a 16-bit checkpoint (quantize.py / convert_checkpoint.py).
+    runtime_quantizations = frozenset({"fp8", "int8", "int4-awq", "int4-gptq"})
 
     def version(self, section: EngineSection) -> str:
         from llmdeploy.engines.trtllm.spec import TrtllmEngine

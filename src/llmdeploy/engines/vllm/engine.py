@@ -16,6 +16,10 @@ if TYPE_CHECKING:
 class Vllm:
     name = "vllm"
     version_field = "engine.version"
+    # `--quantization fp8` quantizes a 16-bit checkpoint's Linear layers at load; AWQ, GPTQ and
+    # INT8 need a checkpoint quantized that way (vllm/config/model.py@v0.19.0,
+    # ModelConfig._verify_quantization reads the method from its quantization_config).
+    runtime_quantizations = frozenset({"fp8"})
 
     def version(self, section: EngineSection) -> str:
         from llmdeploy.engines.vllm.spec import VllmEngine
@@ -50,9 +54,8 @@ class Vllm:
         self, spec: Spec, instance: Instance, sizing: Sizing, header_command: str
     ) -> EngineParts:
         from llmdeploy.engines.vllm.plan import plan_vllm
-        from llmdeploy.plan.pod import checkpoint_gib
 
-        return plan_vllm(spec, instance, checkpoint_gib(spec, sizing))
+        return plan_vllm(spec, instance, sizing)
 
 
 ENGINE = Vllm()

@@ -21,6 +21,7 @@ from llmdeploy.plan.pod import (
     workload_plan,
 )
 from llmdeploy.plan.types import KV, Container, EnvVar, Mount, Port, Resources, Volume
+from llmdeploy.sizing.types import Sizing
 from llmdeploy.spec.sections import Spec
 
 HTTP_PORT = 8000
@@ -39,12 +40,37 @@ def _image(engine: VllmEngine) -> str:
     return engine.image or f"vllm/vllm-openai:v{engine.version}"
 
 
-def _cache_gib(weights_gib_total: float) -> int:
-    # Room for the checkpoint plus 20% and 10 GiB for compile caches and logs.
-    return math.ceil(weights_gib_total * 1.2 + 10)
+# The model cache holds what is downloaded, sized from the checkpoint's files as stored (the
+# 16-bit checkpoint when vLLM quantizes to FP8 at load), not from the weights in GPU memory:
+# + 10% and 10 GiB for the tokenizer, config and the Hub's metadata. Meta's repos also carry an
+# `original/` copy of the weights (consolidated .pth); vLLM's own download skips it
+# (LoadConfig.ignore_patterns defaults to ["original/**/*"], vllm/config/load.py@v0.19.0) and
+# the S3 sync excludes it, so it never reaches the cache.
+CACHE_HEADROOM = 1.10
+CACHE_EXTRA_GIB = 10
+EXCLUDED_FROM_SYNC = ("original/*",)
+# HOME (compile and Hub caches when the weights are on a shared volume) and /tmp.
+HOME_GIB = 20
+TMP_GIB = 10
+# Container logs and the (read-only) root's few writes also count against the pod's
+# ephemeral-storage limit, on top of the disk-backed emptyDirs.
+LOGS_GIB = 2
 
 
-def vllm_options(spec: Spec, model_arg: str) -> dict[str, object]:
+def _cache_gib(checkpoint_gib: float) -> int:
+    return math.ceil(checkpoint_gib * CACHE_HEADROOM + CACHE_EXTRA_GIB)
+
+
+def quantization_flag(spec: Spec, sizing: Sizing) -> str | None:
+    """``--quantization`` only for FP8 made at load from a 16-bit checkpoint. A pre-quantized
+    checkpoint gets none: vLLM reads the method from its quantization_config, and a flag that
+    differs is refused (ModelConfig._verify_quantization, vllm/config/model.py@v0.19.0). The
+    sizing stage has already refused every other combination (sizing/checkpoint.py)."""
+    prequantized = sizing.request.architecture.quantization is not None
+    return "fp8" if spec.quantization == "fp8" and not prequantized else None
+
+
+def vllm_options(spec: Spec, model_arg: str, quantization: str | None) -> dict[str, object]:
     engine = spec.engine
     assert isinstance(engine, VllmEngine)
     s = spec.serving
@@ -64,9 +90,7 @@ def vllm_options(spec: Spec, model_arg: str) -> dict[str, object]:
         "enable_chunked_prefill": True if s.chunked_prefill else None,
         "enable_prefix_caching": s.prefix_caching,
         "kv_cache_dtype": "fp8" if spec.kv_cache_dtype == "fp8" else None,
-        # Pre-quantized AWQ/GPTQ/INT8 checkpoints are detected from their config; only
-        # on-the-fly FP8 needs the flag.
-        "quantization": "fp8" if spec.quantization == "fp8" else None,
+        "quantization": quantization,
         "enforce_eager": True if engine.enforce_eager else None,
         "revision": spec.model.revision if spec.model.loading.mode == "huggingface" else None,
         "download_dir": f"{MODEL_DIR}/hub" if spec.model.loading.mode == "huggingface" else None,
@@ -74,13 +98,14 @@ def vllm_options(spec: Spec, model_arg: str) -> dict[str, object]:
     return opts
 
 
-def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float) -> EngineParts:
+def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     engine = spec.engine
     assert isinstance(engine, VllmEngine)
     tp = spec.hardware.tensor_parallel
     loading = spec.model.loading
     meta = meta_for(spec, "inference-server", engine.version)
-    cache_gib = _cache_gib(weights_gib_total)
+    checkpoint_gib = sizing.checkpoint_gib
+    cache_gib = _cache_gib(checkpoint_gib)
 
     # huggingface: the Hub id (downloaded at start); s3: synced into /models/model by the init
     # container; pvc: the volume's root holds the model files (config.json, *.safetensors).
@@ -89,7 +114,8 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float) -> Engin
         "s3": f"{MODEL_DIR}/model",
         "pvc": MODEL_DIR,
     }[loading.mode]
-    args = flags.build_args(engine.version, model_arg, vllm_options(spec, model_arg))
+    options = vllm_options(spec, model_arg, quantization_flag(spec, sizing))
+    args = flags.build_args(engine.version, model_arg, options)
 
     env = [
         EnvVar("HOME", "/home/vllm"),
@@ -108,8 +134,8 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float) -> Engin
     ]
     volumes = [
         Volume("dshm", "memory", size_limit=shm_size(tp)),
-        Volume("home", "emptyDir", size_limit="20Gi"),
-        Volume("tmp", "emptyDir", size_limit="10Gi"),
+        Volume("home", "emptyDir", size_limit=f"{HOME_GIB}Gi"),
+        Volume("tmp", "emptyDir", size_limit=f"{TMP_GIB}Gi"),
     ]
     if loading.mode == "huggingface":
         secret = loading.hf_token_secret
@@ -122,7 +148,6 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float) -> Engin
     else:
         env.append(EnvVar("HF_HUB_OFFLINE", "1"))
     init: list[Container] = []
-    ephemeral_gib = 30 + cache_gib if loading.mode != "pvc" else 30
     if loading.mode == "pvc":
         assert loading.pvc_name is not None
         mounts.append(Mount("models", MODEL_DIR, read_only=True))
@@ -142,6 +167,7 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float) -> Engin
                     "sync",
                     "--only-show-errors",
                     "--no-progress",
+                    *(word for pattern in EXCLUDED_FROM_SYNC for word in ("--exclude", pattern)),
                     loading.s3_uri,
                     f"{MODEL_DIR}/model",
                 ),
@@ -153,8 +179,13 @@ def plan_vllm(spec: Spec, instance: Instance, weights_gib_total: float) -> Engin
             )
         )
 
+    # The pod's ephemeral-storage limit covers every disk-backed emptyDir at its sizeLimit plus
+    # the logs: the kubelet evicts a pod whose emptyDirs and containers together exceed it
+    # (https://kubernetes.io/docs/concepts/storage/ephemeral-storage/).
+    ephemeral_gib = HOME_GIB + TMP_GIB + (cache_gib if loading.mode != "pvc" else 0) + LOGS_GIB
+    # vLLM reads (and in huggingface mode first downloads) the checkpoint as stored.
     budget = startup_budget_seconds(
-        spec, weights_gib_total, downloads_in_main=loading.mode == "huggingface"
+        spec, checkpoint_gib, downloads_in_main=loading.mode == "huggingface"
     )
     server = Container(
         name="vllm",

@@ -1,0 +1,357 @@
+"""What the engine and the kubelet do with the workload llmdeploy renders, modelled from their
+source and checked against the rendered manifests (docs/production.md §3, §8).
+
+- vLLM's ``ModelConfig._verify_quantization`` decides whether the server starts with the
+  rendered ``--quantization`` on the checkpoint the spec names;
+- the kubelet evicts a pod whose ephemeral storage exceeds its limits, so the model cache must
+  hold what the download writes;
+- an HPA (KEDA's) owns ``spec.replicas``, so the Deployment must not carry it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from llmdeploy import pipeline
+from llmdeploy.catalog import models
+from llmdeploy.errors import SpecError
+from llmdeploy.sizing import memory as mem
+from llmdeploy.spec import load
+
+BASE = {
+    "apiVersion": "llmdeploy.dev/v1alpha1",
+    "name": "m",
+    "cluster": {"name": "c", "nodeRole": "r"},
+}
+GIB = 2**30
+
+
+def spec_text(**over: Any) -> str:
+    data: dict[str, Any] = {**BASE, **over}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def line_of(text: str, key: str) -> int:
+    """1-based line of a top-level key in a spec made by :func:`spec_text`."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if line.startswith(f"{key}:"))
+
+
+def render(crds: object = None, **over: Any) -> pipeline.Rendered:
+    loaded = load.load_spec_text(spec_text(**over), "spec.yaml")
+    return pipeline.render_loaded(loaded, header_command="t", crds=crds)
+
+
+def docs_of(result: pipeline.Rendered) -> list[dict[str, Any]]:
+    return [doc for _, doc in pipeline.yaml_documents(result.files)]
+
+
+def one(result: pipeline.Rendered, kind: str) -> dict[str, Any]:
+    (doc,) = [d for d in docs_of(result) if d["kind"] == kind]
+    return doc
+
+
+def server_args(result: pipeline.Rendered) -> list[str]:
+    pod = one(result, "Deployment")["spec"]["template"]["spec"]
+    args: list[str] = pod["containers"][0]["args"]
+    return args
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args else None
+
+
+# --- vLLM: --quantization against the checkpoint --------------------------------------------
+
+# vllm/config/model.py@v0.19.0 (same logic in every release llmdeploy renders; 0.6.x had it in
+# vllm/config.py), ModelConfig._verify_quantization: the method comes from the checkpoint's
+# quantization_config; "override" methods may claim it first (awq_marlin for an AutoAWQ GEMM
+# checkpoint when the user gave no flag, `marlin` or `awq_marlin`: awq_marlin.py
+# override_quantization_method; gptq_marlin likewise); then a user value that differs raises
+# "Quantization method specified in the model config (X) does not match the quantization method
+# specified in the `quantization` argument (Y)."
+MARLIN_OVERRIDE = {"awq": ("awq_marlin", {None, "marlin", "awq_marlin"})}
+MARLIN_OVERRIDE["gptq"] = ("gptq_marlin", {None, "gptq_marlin"})
+
+
+def vllm_verify_quantization(checkpoint_method: str | None, user: str | None) -> str | None:
+    """The method vLLM runs with; ValueError where vLLM refuses to start."""
+    if checkpoint_method is None:
+        return user  # a 16-bit checkpoint: the flag (fp8) quantizes at load, or nothing
+    method = checkpoint_method
+    override = MARLIN_OVERRIDE.get(method)
+    if override is not None and user in override[1]:
+        method = user = override[0]
+    if user is None:
+        return method
+    if user != method:
+        raise ValueError(
+            f"Quantization method specified in the model config ({method}) does not match the "
+            f"quantization method specified in the `quantization` argument ({user})."
+        )
+    return method
+
+
+def test_the_vllm_rule_as_modelled() -> None:
+    assert vllm_verify_quantization(None, "fp8") == "fp8"
+    assert vllm_verify_quantization("compressed-tensors", None) == "compressed-tensors"
+    assert vllm_verify_quantization("awq", None) == "awq_marlin"
+    assert vllm_verify_quantization("awq", "awq") == "awq"  # explicit awq: the slow kernel
+    with pytest.raises(ValueError, match=r"model config \(compressed-tensors\) does not match"):
+        vllm_verify_quantization("compressed-tensors", "fp8")  # the issue's RedHatAI case
+    with pytest.raises(ValueError, match="does not match"):
+        vllm_verify_quantization("awq", "fp8")
+
+
+# The spec's `quantization` names how the weights are stored in GPU memory (the field's
+# description): these are the checkpoint schemes (CheckpointQuant.method) each value admits.
+# vLLM makes only FP8 from a 16-bit checkpoint at load (`--quantization fp8`).
+WEIGHTS = {
+    "fp8": {"fp8", "fp8-block"},
+    "int8": {"int8"},
+    "int4-awq": {"awq", "w4a16"},
+    "int4-gptq": {"gptq", "w4a16"},
+}
+QUANTIZED = sorted(models._extra()["quantized_aliases"])  # every published repo the catalog has
+CHECKPOINTS = [
+    *((repo, repo) for repo in QUANTIZED),
+    *((repo, models.quantized_checkpoint(repo).name) for repo in QUANTIZED),  # type: ignore[union-attr]
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b"),
+    ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
+]
+HARDWARE = {"instanceType": "p5.48xlarge", "tensorParallel": 4}
+
+
+@pytest.mark.parametrize("quantization", ["none", *sorted(WEIGHTS)])
+@pytest.mark.parametrize(("model_id", "architecture"), CHECKPOINTS)
+def test_rendered_quantization_flag_is_one_vllm_starts_with(
+    model_id: str, architecture: str, quantization: str
+) -> None:
+    """Every (checkpoint, spec quantization) either renders flags vLLM starts with, running
+    the weights the spec asked for, or is refused at the `quantization` line."""
+    over = {
+        "model": {"id": model_id, "architecture": architecture},
+        "quantization": quantization,
+        "hardware": HARDWARE,
+        "serving": {"maxModelLen": 4096},
+    }
+    stored = models.load_architecture(architecture).quantization
+    from_id = models.quantized_checkpoint(model_id)
+    if stored is None and from_id is not None:
+        stored = from_id.quantization  # the repo the server downloads
+    if stored is None:
+        workable = quantization in ("none", "fp8")
+    else:
+        workable = quantization == "none" or stored.method in WEIGHTS[quantization]
+    try:
+        result = render(**over)
+    except SpecError as exc:
+        (diag,) = exc.diagnostics
+        assert diag.line == line_of(spec_text(**over), "quantization"), diag
+        assert not workable, diag.message
+        return
+    assert workable
+    user = flag_value(server_args(result), "--quantization")
+    vllm_verify_quantization(stored.quant_method if stored else None, user)  # starts
+    if stored is None:
+        assert user == ("fp8" if quantization == "fp8" else None)
+    else:
+        assert user is None, "a pre-quantized checkpoint needs no --quantization"
+
+
+def test_the_issue_case_fp8_dynamic_renders_without_the_flag() -> None:
+    result = render(
+        model={
+            "id": "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic",
+            "architecture": "llama-3.3-70b",
+        },
+        quantization="fp8",
+        hardware={"instanceType": "p5.48xlarge", "tensorParallel": 2},
+    )
+    assert "--quantization" not in server_args(result)
+    assert result.sizing.quantization.startswith("compressed-tensors")
+
+
+def test_runtime_fp8_of_a_16bit_checkpoint_keeps_the_flag() -> None:
+    result = render(
+        model={"id": "meta-llama/Llama-3.1-70B-Instruct", "architecture": "llama-3.1-70b"},
+        quantization="fp8",
+        hardware={"instanceType": "p5.48xlarge", "tensorParallel": 2},
+    )
+    assert flag_value(server_args(result), "--quantization") == "fp8"
+
+
+def refusal(model_id: str, architecture: str) -> Any:
+    """The one located diagnostic of an int4-awq spec on 4 x L40S."""
+    with pytest.raises(SpecError) as info:
+        render(
+            model={"id": model_id, "architecture": architecture},
+            quantization="int4-awq",
+            hardware={"instanceType": "g6e.12xlarge", "tensorParallel": 4},
+        )
+    (diag,) = info.value.diagnostics
+    return diag
+
+
+def test_a_contradiction_is_a_located_spec_error_with_a_suggestion() -> None:
+    diag = refusal("Qwen/Qwen2.5-72B-Instruct", "qwen2.5-72b")
+    assert (diag.file, diag.source_line, diag.column) == ("spec.yaml", "quantization: int4-awq", 15)
+    assert "cannot quantize a 16-bit checkpoint to int4-awq" in diag.message
+    assert diag.hint is not None and "Qwen/Qwen2.5-72B-Instruct-AWQ" in diag.hint
+
+
+def test_a_published_repo_under_another_architecture_is_refused_at_the_architecture() -> None:
+    diag = refusal("Qwen/Qwen2.5-72B-Instruct-AWQ", "llama-3-70b")
+    assert diag.source_line is not None and "architecture: llama-3-70b" in diag.source_line
+
+
+def test_an_unknown_repo_is_an_assumption_not_a_guess_in_silence() -> None:
+    result = render(
+        model={"id": "example-org/Llama-3.1-8B-Instruct-FP8", "architecture": "llama-3.1-8b"},
+        quantization="fp8",
+        hardware={"instanceType": "g6e.xlarge", "tensorParallel": 1},
+    )
+    (notice,) = result.notices
+    assert notice.key_path == "model.id" and notice.severity == "warning"
+    assert "may already be quantized" in notice.message
+
+
+# --- published quantized checkpoints keep their own geometry -------------------------------
+
+
+def test_qwen25_72b_awq_at_tp4_on_4x_l40s_renders() -> None:
+    """Qwen/Qwen2.5-72B-Instruct-AWQ pads intermediate_size 29568 -> 29696 (its config.json),
+    so each TP4 shard (7424) is 58 whole AWQ groups of 128; the 16-bit base's 7392 is not."""
+    repo = models.quantized_checkpoint("Qwen/Qwen2.5-72B-Instruct-AWQ")
+    assert repo is not None and repo.intermediate_size == 29696
+    assert (29696 // 4) % 128 == 0 and (29568 // 4) % 128 != 0
+    for architecture in ("Qwen/Qwen2.5-72B-Instruct-AWQ", "qwen2.5-72b"):
+        result = render(
+            model={"id": "Qwen/Qwen2.5-72B-Instruct-AWQ", "architecture": architecture},
+            quantization="int4-awq",
+            hardware={"instanceType": "g6e.12xlarge", "tensorParallel": 4},
+        )
+        assert result.sizing.fits and "--quantization" not in server_args(result)
+        assert flag_value(server_args(result), "--tensor-parallel-size") == "4"
+
+
+# --- the kubelet: ephemeral storage -----------------------------------------------------------
+
+# Bytes of weight files as published (model.safetensors.index.json "total_size", indexed copies
+# of both repos; shared notes cluster-facts §10). Their `original/` folder (consolidated .pth)
+# is as large again and is never downloaded: vLLM's LoadConfig.ignore_patterns defaults to
+# ["original/**/*"] (vllm/config/load.py@v0.19.0) and the S3 sync excludes "original/*".
+PUBLISHED_BYTES = {"llama-3.1-70b": 141_107_412_992, "llama-3.1-8b": 16_060_522_496}
+TOKENIZER_AND_CONFIG = 100 * 2**20  # tokenizer.json, config.json, generation_config.json, ...
+
+
+@pytest.mark.parametrize(("name", "size"), sorted(PUBLISHED_BYTES.items()))
+def test_checkpoint_bytes_match_the_published_index(name: str, size: int) -> None:
+    assert mem.checkpoint_bytes(models.load_architecture(name)) == size
+
+
+def quantity(q: str) -> int:
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    for suffix, factor in units.items():
+        if q.endswith(suffix):
+            return int(float(q[: -len(suffix)]) * factor)
+    return int(q)
+
+
+def kubelet_evicts(pod: dict[str, Any], written: dict[str, int]) -> list[str]:
+    """The kubelet's local-storage eviction checks (pkg/kubelet/eviction/eviction_manager.go,
+    localStorageEviction; https://kubernetes.io/docs/concepts/storage/ephemeral-storage/): an
+    emptyDir past its sizeLimit ("Usage of EmptyDir volume %q exceeds the limit %q."), and the
+    pod's emptyDirs plus its containers' usage past the sum of the containers' limits ("Pod
+    ephemeral local storage usage exceeds the total limit of containers %s."). Memory-backed
+    emptyDirs count as memory, not here. ``written``: bytes per volume name (and "logs")."""
+    reasons = []
+    disk = {
+        v["name"]: v["emptyDir"]
+        for v in pod["volumes"]
+        if "emptyDir" in v and v["emptyDir"].get("medium") != "Memory"
+    }
+    for name, empty_dir in disk.items():
+        if "sizeLimit" in empty_dir and written.get(name, 0) > quantity(empty_dir["sizeLimit"]):
+            reasons.append(f"Usage of EmptyDir volume {name!r} exceeds the limit")
+    limits = [c["resources"].get("limits", {}).get("ephemeral-storage") for c in pod["containers"]]
+    total_limit = sum(quantity(x) for x in limits if x)
+    used = sum(written.get(name, 0) for name in disk) + written.get("logs", 0)
+    if any(limits) and used > total_limit:
+        reasons.append("Pod ephemeral local storage usage exceeds the total limit of containers")
+    return reasons
+
+
+def test_kubelet_model_evicts_what_it_should() -> None:
+    pod = {
+        "volumes": [{"name": "models", "emptyDir": {"sizeLimit": "92Gi"}}],
+        "containers": [{"resources": {"limits": {"ephemeral-storage": "122Gi"}}}],
+    }
+    # the issue's case: runtime FP8 sized from FP8 weights, the 16-bit download is ~131 GiB
+    assert kubelet_evicts(pod, {"models": PUBLISHED_BYTES["llama-3.1-70b"]})
+    assert not kubelet_evicts(pod, {"models": 60 * GIB, "logs": GIB})
+    assert kubelet_evicts(pod, {"models": 92 * GIB, "logs": 31 * GIB})  # the pod-level sum
+
+
+@pytest.mark.parametrize("mode", ["huggingface", "s3"])
+@pytest.mark.parametrize(
+    ("architecture", "model_id", "quantization", "hardware"),
+    [
+        ("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", "fp8", ("p5.48xlarge", 2)),
+        ("llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct", "none", ("p4de.24xlarge", 4)),
+        ("llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct", "none", ("g5.xlarge", 1)),
+    ],
+)
+def test_the_model_cache_holds_the_download_and_the_pod_is_not_evicted(
+    architecture: str, model_id: str, quantization: str, hardware: tuple[str, int], mode: str
+) -> None:
+    loading: dict[str, Any] = {"mode": mode}
+    if mode == "s3":
+        loading["s3Uri"] = "s3://models/llama"
+    result = render(
+        model={"id": model_id, "architecture": architecture, "loading": loading},
+        quantization=quantization,
+        hardware={"instanceType": hardware[0], "tensorParallel": hardware[1]},
+        serviceAccount={"iamRoleArn": "arn:aws:iam::111122223333:role/r"},
+    )
+    pod = one(result, "Deployment")["spec"]["template"]["spec"]
+    download = PUBLISHED_BYTES[architecture] + TOKENIZER_AND_CONFIG
+    # Everything the pod may write at once: the download, HOME and /tmp full, 1 GiB of logs.
+    full = {"models": download, "home": 20 * GIB, "tmp": 10 * GIB, "logs": GIB}
+    assert not kubelet_evicts(pod, full), (hardware, pod["volumes"])
+    if mode == "s3":
+        (fetch,) = pod["initContainers"]
+        args = fetch["args"]
+        assert "original/*" in [args[i + 1] for i, a in enumerate(args) if a == "--exclude"]
+
+
+# --- an autoscaler owns spec.replicas ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", pipeline.preset_names())
+def test_no_replicas_while_a_scaled_object_owns_the_deployment(preset: str) -> None:
+    """kubernetes.io/docs/tasks/run-application/horizontal-pod-autoscale/#migrating-deployments-
+    and-statefulsets-to-horizontal-autoscaling: with an HPA, spec.replicas is removed from the
+    manifest, or every apply scales the Deployment back to it. KEDA's ScaledObject creates that
+    HPA for its scaleTargetRef."""
+    path = pipeline.preset_path(preset)
+    assert path is not None
+    result = pipeline.render_loaded(load.load_spec_file(path), header_command="t")
+    deployment = one(result, "Deployment")
+    targets = [
+        d["spec"]["scaleTargetRef"]["name"] for d in docs_of(result) if d["kind"] == "ScaledObject"
+    ]
+    assert targets == [deployment["metadata"]["name"]]
+    assert "replicas" not in deployment["spec"]
+
+
+def test_without_autoscaling_the_deployment_keeps_its_count() -> None:
+    result = render(
+        model={"id": "meta-llama/Llama-3.1-8B-Instruct", "architecture": "llama-3.1-8b"},
+        hardware={"instanceType": "g5.xlarge", "tensorParallel": 1},
+        autoscaling={"enabled": False, "minReplicas": 2},
+    )
+    assert one(result, "Deployment")["spec"]["replicas"] == 2
+    assert not [d for d in docs_of(result) if d["kind"] == "ScaledObject"]
