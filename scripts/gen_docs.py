@@ -5,7 +5,7 @@
   (``llmdeploy.cli.commands.schema_text()``).
 * ``docs/spec-reference.md``: one table per section of the spec (key path, type, default,
   allowed values, description), walked from the same schema, so the page cannot disagree with
-  the validator.
+  the validator; then each engine's ``ignored_fields`` (``engines/base.py``), from the engines.
 
 Usage::
 
@@ -222,9 +222,26 @@ that start with
 # yaml-language-server: $schema={schema_id}
 ```
 
-(`llmdeploy init` writes that line). Some checks need more than the schema and happen in
-`llmdeploy size` and `render`: the architecture must be known, the model must fit the GPUs,
-and `instanceType` and `instanceFamily` are mutually exclusive.
+(`llmdeploy init` writes that line).
+
+**Types are strict, and the loader and this schema agree on them.** A value has exactly the
+type its table names: an `integer` is a number without a decimal point (`4`, not `4.0`, `"4"`
+or `true`); a `number` also takes an integer (`1` is `1.0`); a `boolean` is `true` or `false`,
+never `yes`, `1` or `"true"`; a `string` is never read from a number or a boolean (quote
+`"1e3"` or `"0755"`, which YAML reads as numbers). The one YAML tag a spec may carry is `!!str`,
+which makes a scalar a string as quotes do; any other (`!!binary`, `!!timestamp`, `!!int`,
+`!custom`, `!!python/...`) is an error at its line. (JSON Schema's `integer` also admits `4.0`;
+the loader does not.)
+
+Some checks need more than the schema. `llmdeploy size` and `render` run the same ones, in
+one pass, each reported at the field that is wrong: the instance type or family must be in the
+GPU catalog, the architecture must be known, the engine must be able to serve the combination
+(TensorRT-LLM: an FP8 KV cache or FP8 weights need an FP8 GPU, `engine.maxInputLen` at most
+`serving.maxModelLen`; vLLM: every flag accepted by the pinned release), and `instanceType` and
+`instanceFamily` are mutually exclusive. A URL (`autoscaling.prometheusAddress`, `model.id`,
+S3 URIs) may not carry credentials (`user:password@`, `?token=`): they would be rendered in
+plain text ([security.md](security.md)). A shared field the chosen engine does not use is an
+error or a warning, never ignored in silence ([below](#fields-an-engine-does-not-use)).
 
 Sections:
 
@@ -241,6 +258,7 @@ def reference_markdown(schema: Schema) -> str:
     all_sections = sections(schema)
     chunks = [head]
     chunks += [f"- [{sec.title}](#{_anchor(sec.title)})\n" for sec in all_sections]
+    chunks.append(f"- [{IGNORED_TITLE}](#{_anchor(IGNORED_TITLE)})\n")
     for sec in all_sections:
         chunks.append(f"\n## {sec.title}\n\n")
         if sec.description:
@@ -252,7 +270,32 @@ def reference_markdown(schema: Schema) -> str:
                 f"| `{row.path}` | {row.type} | {row.default} | {row.allowed} | "
                 f"{row.description} |\n"
             )
+    chunks.append(ignored_fields_markdown())
     return "".join(chunks)
+
+
+IGNORED_TITLE = "Fields an engine does not use"
+
+
+def ignored_fields_markdown() -> str:
+    """Each engine's ``ignored_fields`` (engines/base.py): set in a spec, reported at its line."""
+    from llmdeploy.engines import registry
+
+    rows = [
+        f"| `{name}` | `{path}` | {ignored.severity} | {_text(ignored.reason)} | "
+        f"{_text(ignored.hint or '')} |\n"
+        for name in registry.names()
+        for path, ignored in registry.get(name).ignored_fields.items()
+    ]
+    return (
+        f"\n## {IGNORED_TITLE}\n\n"
+        "Shared fields that do nothing on an engine. Set in a spec, each is an error (the spec "
+        "would not mean what it says) or a warning (nothing depends on it), at its line; the "
+        "engine's own checks add value-dependent cases (vLLM: `serving.chunkedPrefill: false` "
+        "is a warning, V1 always chunks prefill).\n\n"
+        "| engine | key | reported as | why | instead |\n"
+        "|---|---|---|---|---|\n" + "".join(rows)
+    )
 
 
 def generate() -> dict[str, str]:

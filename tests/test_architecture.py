@@ -227,7 +227,7 @@ def test_every_registered_engine_implements_the_interface() -> None:
     from llmdeploy.engines.base import Engine
 
     members = [m for m in dir(Engine) if not m.startswith("_")]
-    assert {"memory_budget", "plan", "sizing_fields", "version"} <= set(members)
+    assert {"check", "memory_budget", "plan", "sizing_fields", "version"} <= set(members)
     for name in registry.names():
         engine = registry.get(name)
         assert engine.name == name
@@ -265,6 +265,10 @@ class Echo:
     name = "echo"
     version_field = "engine.version"
     runtime_quantizations = frozenset({"fp8"})
+    ignored_fields = {}
+
+    def check(self, spec, hardware):
+        return []
 
     def version(self, section):
         return section.version

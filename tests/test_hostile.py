@@ -15,6 +15,7 @@ Three kinds of tests:
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import re
 import subprocess
@@ -38,7 +39,14 @@ from llmdeploy.errors import (
     SpecError,
     ValidationFailedError,
 )
-from llmdeploy.spec.load import MAX_BYTES, LoadedSpec, load_spec_file, load_spec_text
+from llmdeploy.spec.fast_yaml import fast_parse
+from llmdeploy.spec.load import (
+    MAX_BYTES,
+    LoadedSpec,
+    load_spec_file,
+    load_spec_text,
+    parse_yaml,
+)
 
 # --- building spec text --------------------------------------------------------------------------
 
@@ -712,6 +720,211 @@ def test_any_accepted_spec_renders_valid_yaml(data: dict[str, Any], crds: object
         loaded, header_command="llmdeploy render s -o d", crds=None, force=True
     )
     assert again.files == result.files
+
+
+# --- one typing rule: every value of an accepted spec has its schema type --------------------
+
+
+@st.composite
+def every_field(draw: st.DrawFn) -> dict[str, Any]:
+    """A spec from ``specs()`` that also sets every other scalar the format has (either
+    engine's section, SLOs, the rest of autoscaling, cluster, startup, network, monitoring)."""
+    data = draw(specs())
+    if draw(st.booleans()):
+        data["engine"] = {
+            "type": "vllm",
+            "version": draw(st.sampled_from(["0.19.0", "0.11.2", "0.8.5"])),
+            "enforceEager": draw(st.booleans()),
+            "image": "vllm/vllm-openai:v0.19.0",
+        }
+    else:
+        data["engine"] = {
+            "type": "trtllm",
+            "tritonVersion": "26.07",
+            "artifactsS3Uri": "s3://engine-store/" + draw(DNS),
+            "maxBatchSize": draw(st.integers(1, 256)),
+            "maxInputLen": draw(st.integers(16, 2048)),
+            "kvCacheFreeGpuMemFraction": draw(st.sampled_from([0.5, 0.9, 1])),
+            "decoupled": draw(st.booleans()),
+            "batchSchedulerPolicy": draw(
+                st.sampled_from(["guaranteed_no_evict", "max_utilization"])
+            ),
+        }
+    data["model"]["revision"] = draw(st.sampled_from(["main", "v1.0", "0123abcd"]))
+    data["model"]["servedName"] = draw(st.sampled_from(["llama", "team/model"]))
+    data["serving"]["maxNumBatchedTokens"] = draw(st.integers(2048, 16384))
+    data["serving"]["chunkedPrefill"] = True
+    data["slo"] = {
+        "concurrentRequests": draw(st.integers(1, 500)),
+        "inputTokens": draw(st.integers(1, 1024)),
+        "outputTokens": draw(st.integers(1, 1024)),
+        "ttftMs": draw(st.integers(1, 5000)),
+        "itlMs": draw(st.integers(1, 500)),
+    }
+    data["autoscaling"] |= {
+        "waitingRequestsPerReplica": draw(st.integers(1, 100)),
+        "pollingInterval": draw(st.integers(1, 60)),
+        "cooldownPeriod": draw(st.integers(0, 600)),
+        "scaleDownStabilization": draw(st.integers(0, 600)),
+        "prometheusAddress": "http://prometheus." + draw(DNS) + ":9090",
+    }
+    data["cluster"] |= {
+        "discoveryTag": draw(DNS),
+        "capacityTypes": draw(st.sampled_from([["on-demand"], ["spot", "on-demand"]])),
+        "gpuLimit": draw(st.integers(1, 512)),
+        "amiAlias": "al2023@v20251108",
+        "rootVolumeGib": draw(st.integers(20, 500)),
+        "expireAfter": draw(st.sampled_from(["720h", "Never", "24h30m"])),
+    }
+    data["startup"] = {
+        "downloadGbps": draw(st.sampled_from([1, 2.5, 10])),
+        "diskReadGbps": draw(st.sampled_from([4, 8.0])),
+        "warmupSeconds": draw(st.integers(0, 900)),
+        "safetyFactor": draw(st.sampled_from([1, 1.5, 2.0])),
+    }
+    data["network"]["prometheusNamespace"] = draw(DNS)
+    data["monitoring"]["interval"] = draw(st.sampled_from(["15s", "500ms", "1m"]))
+    return data
+
+
+Leaf = tuple[tuple[str | int, ...], Any]
+
+
+def leaves(node: Any, path: tuple[str | int, ...] = ()) -> list[Leaf]:
+    """Every scalar of a spec, with its path (list items included)."""
+    if isinstance(node, dict) and node:
+        return [leaf for key, value in node.items() for leaf in leaves(value, (*path, key))]
+    if isinstance(node, list):
+        return [leaf for i, value in enumerate(node) for leaf in leaves(value, (*path, i))]
+    return [] if isinstance(node, dict) else [(path, node)]
+
+
+def set_at(data: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(data)
+    node: Any = out
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return out
+
+
+# One value of each YAML type; a leaf is replaced by one of another type.
+OTHER_TYPES: list[Any] = [True, 7, 0.5, "12", "text", None, [1]]
+
+
+@functools.cache
+def schema_validator() -> Any:
+    import jsonschema
+
+    from llmdeploy.spec.sections import json_schema
+
+    return jsonschema.Draft202012Validator(json_schema())
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=every_field(), pick=st.data())
+def test_schema_and_loader_agree_on_every_value(data: dict[str, Any], pick: st.DataObject) -> None:
+    """Any value of any field, replaced by a value of another YAML type: the loader accepts it
+    only if the JSON Schema does, and when the schema refuses it the loader reports it at that
+    value's own line and column. The fast path and ruamel read the file to the same Spec."""
+    path, old = pick.draw(st.sampled_from(leaves(data)), label="leaf")
+    choices = [v for v in OTHER_TYPES if type(v) is not type(old) and v != old]
+    if isinstance(path[-1], int):  # a list item: a scalar (emit() writes flow lists)
+        choices = [v for v in choices if not isinstance(v, list)]
+    new = pick.draw(st.sampled_from(choices), label="replacement")
+    mutated = set_at(data, path, new)
+    text = emit(mutated)
+    schema_ok = schema_validator().is_valid(mutated)
+    try:
+        load_spec_text(text, "spec.yaml")
+    except SpecError as exc:
+        event("refused")
+        if not schema_ok:
+            _, positions = parse_yaml(text, "spec.yaml")
+            where = positions[path]
+            assert any((d.line, d.column) == where for d in exc.diagnostics), (
+                path,
+                new,
+                [f"{d.location()}: {d.message}" for d in exc.diagnostics],
+            )
+    else:
+        event("accepted")
+        assert schema_ok, f"the loader accepts {path}={new!r}, which the JSON Schema refuses"
+    fast = fast_parse(text)
+    if fast is not None:
+        careful, _ = parse_yaml(text, "spec.yaml")
+        assert _validated(fast) == _validated(careful)
+
+
+def _validated(data: dict[str, Any]) -> object:
+    from pydantic import ValidationError
+
+    from llmdeploy.spec.sections import Spec
+
+    try:
+        return Spec.model_validate(data)
+    except ValidationError as exc:
+        return [(e["loc"], e["type"]) for e in exc.errors()]
+
+
+NUMBERS = st.fixed_dictionaries(
+    {
+        "autoscaling": st.fixed_dictionaries(
+            {
+                "minReplicas": st.integers(1, 3),
+                "maxReplicas": st.integers(3, 1000),
+                "pollingInterval": st.integers(1, 3600),
+                "cooldownPeriod": st.integers(0, 86_400),
+                "scaleDownStabilization": st.integers(0, 3600),
+                "waitingRequestsPerReplica": st.integers(1, 100_000),
+            }
+        ),
+        "serving": st.fixed_dictionaries(
+            {
+                "maxModelLen": st.integers(16, 8192),
+                "maxNumSeqs": st.integers(1, 65_536),
+                "maxNumBatchedTokens": st.integers(8192, 10_485_760),
+                "gpuMemoryUtilization": st.floats(0.5, 0.95).map(lambda f: round(f, 3)),
+            }
+        ),
+        "cluster": st.fixed_dictionaries(
+            {"gpuLimit": st.integers(1, 100_000), "rootVolumeGib": st.integers(20, 16384)}
+        ),
+    }
+)
+
+
+@PROPERTY
+@given(numbers=NUMBERS)
+def test_accepted_numbers_reach_the_output_unchanged(numbers: dict[str, Any]) -> None:
+    data = copy.deepcopy(BASE)
+    for section, values in numbers.items():
+        data[section] = {**data.get(section, {}), **values}
+    docs = render_text(emit(data))
+    scaled = docs["ScaledObject"]["spec"]
+    auto, serving, cluster = numbers["autoscaling"], numbers["serving"], numbers["cluster"]
+    behavior = scaled["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert (scaled["minReplicaCount"], scaled["maxReplicaCount"]) == (
+        auto["minReplicas"],
+        auto["maxReplicas"],
+    )
+    assert (scaled["pollingInterval"], scaled["cooldownPeriod"]) == (
+        auto["pollingInterval"],
+        auto["cooldownPeriod"],
+    )
+    assert behavior["scaleDown"]["stabilizationWindowSeconds"] == auto["scaleDownStabilization"]
+    assert scaled["triggers"][0]["metadata"]["threshold"] == str(auto["waitingRequestsPerReplica"])
+    args = _args(docs)
+    for flag, key in (
+        ("--max-model-len", "maxModelLen"),
+        ("--max-num-seqs", "maxNumSeqs"),
+        ("--max-num-batched-tokens", "maxNumBatchedTokens"),
+        ("--gpu-memory-utilization", "gpuMemoryUtilization"),
+    ):
+        assert flag_value(args, flag) == str(serving[key]), flag
+    assert docs["NodePool"]["spec"]["limits"]["nvidia.com/gpu"] == cluster["gpuLimit"]
+    volume = docs["EC2NodeClass"]["spec"]["blockDeviceMappings"][0]["ebs"]["volumeSize"]
+    assert volume == f"{cluster['rootVolumeGib']}Gi"
 
 
 # --- shell scripts: user strings stay one word, nothing they contain runs ---------------------

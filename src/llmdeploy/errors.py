@@ -26,7 +26,14 @@ class ExitCode(enum.IntEnum):
 
 @dataclass(frozen=True)
 class Diagnostic:
-    """One problem in a user file, located by 1-based line and column."""
+    """One problem in a user file, located by 1-based line and column.
+
+    A stage that knows which spec field is wrong but not where it is in the file sets ``field``
+    (a dotted camelCase path such as ``engine.maxInputLen``); the pipeline then locates it with
+    the loaded spec. ``notes`` point at the other fields of a conflict, each located the same
+    way (severity ``note``). ``severity`` is ``error`` or ``warning``: warnings are reported and
+    rendering goes on.
+    """
 
     message: str
     file: str = "<spec>"
@@ -35,6 +42,8 @@ class Diagnostic:
     hint: str | None = None
     source_line: str | None = None
     severity: str = "error"
+    field: str | None = None
+    notes: tuple[Diagnostic, ...] = ()
 
     def location(self) -> str:
         if self.line is None:
@@ -86,9 +95,10 @@ class SpecError(LlmdeployError):
     exit_code = ExitCode.SPEC
 
     def __init__(self, diagnostics: list[Diagnostic] | tuple[Diagnostic, ...]) -> None:
-        self.diagnostics = tuple(diagnostics)
-        first = self.diagnostics[0] if self.diagnostics else Diagnostic("invalid spec")
-        count = len(self.diagnostics)
+        self.diagnostics = tuple(diagnostics)  # warnings found in the same pass included
+        errors = [d for d in self.diagnostics if d.severity == "error"] or [*self.diagnostics]
+        first = errors[0] if errors else Diagnostic("invalid spec")
+        count = len(errors)
         suffix = f" (and {count - 1} more)" if count > 1 else ""
         super().__init__(f"{first.location()}: {first.message}{suffix}")
 

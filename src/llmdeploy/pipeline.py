@@ -1,6 +1,6 @@
-"""Glue: spec → size → plan → render → check, all in memory; the write stage and the CLI take it
-from here. Besides reading the spec's own files (a local ``config.json``) and the presets,
-nothing here touches the disk.
+"""Glue: spec → checks → size → plan → render → check, all in memory; the write stage and the
+CLI take it from here. Besides reading the spec's own files (a local ``config.json``) and the
+presets, nothing here touches the disk.
 
 The engine named by ``engine.type`` is looked up once, in the registry; the stages it feeds never
 branch on its name.
@@ -8,24 +8,21 @@ branch on its name.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmdeploy.errors import (
+    Diagnostic,
     DoesNotFitError,
-    ExitCode,
     LlmdeployError,
     Notice,
-    SpecError,
-    SpecFieldError,
-    UnsupportedFlagError,
     ValidationFailedError,
 )
+from llmdeploy.spec.checks import check_spec, located
 from llmdeploy.spec.load import LoadedSpec
 
 if TYPE_CHECKING:
@@ -42,7 +39,8 @@ class Rendered:
     sizing: Sizing
     files: tuple[tuple[str, str], ...]
     report: CheckReport
-    notices: tuple[Notice, ...] = ()  # warnings and assumptions about spec fields
+    warnings: tuple[Diagnostic, ...] = ()  # every warning and note, located; the CLI prints them
+    notices: tuple[Notice, ...] = ()  # the later stages' part of them, as they reported it
 
 
 def yaml_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
@@ -58,6 +56,34 @@ def yaml_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
     return docs
 
 
+@dataclass(frozen=True)
+class Sized:
+    loaded: LoadedSpec
+    sizing: Sizing
+    warnings: tuple[Diagnostic, ...]  # the checks' and the sizing's, located; the CLI prints them
+
+
+def size_loaded(loaded: LoadedSpec, *, suggest: bool = True) -> Sized:
+    """The one validation path of every command that reads a spec (``size``, ``render``): the
+    checks that need no sizing (:func:`llmdeploy.spec.checks.check_spec`), then the sizing,
+    every error located in the spec. ``suggest=False`` computes suggestions only when the
+    configuration does not fit (``render`` needs them only to explain a refusal)."""
+    from llmdeploy.sizing.requests import size_spec
+
+    warnings = check_spec(loaded)
+    base_dir = loaded.path.parent if loaded.path is not None else None
+    with located(loaded, "model.architecture"):
+        sizing = size_spec(loaded.spec, base_dir, suggest=suggest)
+        if not sizing.fits and not suggest:  # the suggestions explain what would fit
+            sizing = size_spec(loaded.spec, base_dir)
+    return Sized(loaded=loaded, sizing=sizing, warnings=warnings + _at(loaded, sizing.notices))
+
+
+def _at(loaded: LoadedSpec, notices: Sequence[Notice]) -> tuple[Diagnostic, ...]:
+    """Later stages' warnings and assumptions, located at their spec field."""
+    return tuple(loaded.diagnostic(n.key_path, n.message, n.hint, n.severity) for n in notices)
+
+
 def render_loaded(
     loaded: LoadedSpec,
     *,
@@ -69,14 +95,10 @@ def render_loaded(
     from llmdeploy import render
     from llmdeploy.check import documents as check
     from llmdeploy.engines import registry
-    from llmdeploy.sizing.requests import size_spec
 
     spec = loaded.spec
-    base_dir = loaded.path.parent if loaded.path is not None else None
-    with _located(loaded, "model.architecture"):
-        sizing = size_spec(spec, base_dir, suggest=False)
-        if not sizing.fits:  # the suggestions explain what would fit
-            sizing = size_spec(spec, base_dir)
+    sized = size_loaded(loaded, suggest=False)
+    sizing = sized.sizing
     if not sizing.fits and not force:
         raise DoesNotFitError(
             f"{loaded.label}: this configuration cannot start: " + "; ".join(sizing.reasons),
@@ -84,7 +106,7 @@ def render_loaded(
         )
     if sizing.instance is None:
         raise DoesNotFitError(f"{loaded.label}: no instance type fits", sizing)
-    with _located(loaded, registry.get(spec.engine.type).version_field):
+    with located(loaded, registry.get(spec.engine.type).version_field):
         the_plan = make_plan(spec, sizing, header_command)
     files = render.render_plan(the_plan, loaded.label)
     report = check.check_documents(
@@ -98,17 +120,14 @@ def render_loaded(
             "please report it)",
             report,
         )
-    notices = sizing.notices + the_plan.notices
-    return Rendered(loaded=loaded, sizing=sizing, files=files, report=report, notices=notices)
-
-
-def size_loaded(loaded: LoadedSpec) -> Sizing:
-    """``llmdeploy size SPEC``: the sizing with its suggestions, spec errors located."""
-    from llmdeploy.sizing.requests import size_spec
-
-    base_dir = loaded.path.parent if loaded.path is not None else None
-    with _located(loaded, "model.architecture"):
-        return size_spec(loaded.spec, base_dir)
+    return Rendered(
+        loaded=loaded,
+        sizing=sizing,
+        files=files,
+        report=report,
+        warnings=sized.warnings + _at(loaded, the_plan.notices),
+        notices=sizing.notices + the_plan.notices,
+    )
 
 
 def make_plan(spec: Spec, sizing: Sizing, header_command: str) -> Plan:
@@ -157,27 +176,6 @@ def render_many(
         if isinstance(outcome, LlmdeployError):
             raise outcome
     return [o for o in outcomes if isinstance(o, Rendered)]
-
-
-@contextlib.contextmanager
-def _located(loaded: LoadedSpec, key_path: str) -> Iterator[None]:
-    """Give errors raised by later stages a FILE:LINE:COL in the spec."""
-    try:
-        yield
-    except UnsupportedFlagError as exc:
-        raise SpecError([loaded.diagnostic(key_path, exc.message)]) from None
-    except SpecFieldError as exc:
-        raise SpecError([loaded.diagnostic(exc.key_path, exc.message, exc.hint)]) from None
-    except SpecError as exc:
-        diags = [
-            d if d.line is not None else loaded.diagnostic(key_path, d.message, d.hint)
-            for d in exc.diagnostics
-        ]
-        raise type(exc)(diags) from None
-    except LlmdeployError as exc:
-        if exc.exit_code != ExitCode.SPEC:
-            raise
-        raise SpecError([loaded.diagnostic(key_path, exc.message)]) from None
 
 
 def preset_dir() -> Path:

@@ -10,6 +10,7 @@ import dataclasses
 import os
 import shlex
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
@@ -22,15 +23,12 @@ from llmdeploy.errors import (
     DriftError,
     ExitCode,
     LlmdeployError,
-    Notice,
     SpecError,
     UsageError,
     ValidationFailedError,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from llmdeploy.check.crd import CrdRegistry
     from llmdeploy.check.documents import CheckReport
     from llmdeploy.spec.load import LoadedSpec
@@ -79,33 +77,39 @@ def _err(text: str = "") -> None:
     sys.stderr.write(text + "\n")
 
 
-def _print_diagnostic(d: Diagnostic) -> None:
-    _err(f"{d.location()}: {d.severity}: {d.message}")
+def _snippet(d: Diagnostic, width: int) -> None:
+    """The source line under a diagnostic, with a caret at its column."""
     if d.source_line is not None and d.line is not None:
-        num = str(d.line)
-        _err(f" {num} | {d.source_line}")
+        _err(f" {d.line:>{width}} | {d.source_line}")
         col = max(1, d.column or 1)
         prefix = "".join(ch if ch == "\t" else " " for ch in d.source_line[: col - 1])
-        _err(f" {' ' * len(num)} | {prefix}^")
+        _err(f" {' ' * width} | {prefix}^")
+
+
+def _print_diagnostic(d: Diagnostic) -> None:
+    """rustc's layout: the located message, its source line, then `= note:` lines (each with
+    its own location and source line) and the `= hint:`; one gutter width for all of them."""
+    _err(f"{d.location()}: {d.severity}: {d.message}")
+    width = max(len(str(x.line or "")) for x in (d, *d.notes))
+    _snippet(d, width)
+    for note in d.notes:
+        where = f"{note.location()}: " if note.line is not None else ""
+        _err(f" {' ' * width} = note: {where}{note.message}")
+        _snippet(note, width)
     if d.hint:
-        _err(f" {' ' * len(str(d.line or ''))} = hint: {d.hint}")
+        _err(f" {' ' * width} = hint: {d.hint}")
 
 
-def _print_notices(loaded: LoadedSpec, notices: Sequence[Notice]) -> None:
-    """Warnings and assumptions of the later stages, located at their spec field."""
-    for n in notices:
-        _print_diagnostic(
-            dataclasses.replace(
-                loaded.diagnostic(n.key_path, n.message, n.hint), severity=n.severity
-            )
-        )
+def _print_warnings(warnings: Sequence[Diagnostic]) -> None:
+    for d in warnings:
+        _print_diagnostic(d)
 
 
 def _fail(exc: LlmdeployError) -> NoReturn:
     if isinstance(exc, SpecError):
         for d in exc.diagnostics:
             _print_diagnostic(d)
-        n = len(exc.diagnostics)
+        n = sum(d.severity == "error" for d in exc.diagnostics) or len(exc.diagnostics)
         _err(f"{n} error{'s' if n != 1 else ''} in spec")
     elif isinstance(exc, DoesNotFitError):
         _err(f"error: {exc.message}")
@@ -337,7 +341,7 @@ def _render(
             "k8s/kustomization.yaml.j2", files=subdirs
         )
     for res in results:
-        _print_notices(res.loaded, res.notices)
+        _print_warnings(res.warnings)
         if not res.sizing.fits:
             _err(
                 f"warning: {res.loaded.label}: rendered with --force although it does not fit: "
@@ -465,9 +469,9 @@ def _size(
     else:
         from llmdeploy import pipeline
 
-        loaded = _load_specs([spec] if spec is not None else [], preset)[0]
-        result = pipeline.size_loaded(loaded)
-        _print_notices(loaded, result.notices)
+        sized = pipeline.size_loaded(_load_specs([spec] if spec is not None else [], preset)[0])
+        _print_warnings(sized.warnings)
+        result = sized.sizing
     if as_json:
         import json
 

@@ -49,7 +49,9 @@ def size_for_hardware(
             raise SpecError(
                 [
                     Diagnostic(
-                        f"unknown instance type {instance_type!r}", hint="see `llmdeploy instances`"
+                        f"unknown instance type {instance_type!r}",
+                        field="hardware.instanceType",
+                        hint="families: " + ", ".join(catalog.families()),
                     )
                 ]
             )
@@ -60,6 +62,7 @@ def size_for_hardware(
             [
                 Diagnostic(
                     f"unknown instance family {instance_family!r}",
+                    field="hardware.instanceFamily",
                     hint="families: " + ", ".join(catalog.families()),
                 )
             ]

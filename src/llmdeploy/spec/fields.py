@@ -1,13 +1,15 @@
 """Building blocks of the spec shared by every section, including the engines' own sections
-(``engines/<name>/spec.py``): the frozen model base, and validators for names, labels, versions,
-images and command-line words."""
+(``engines/<name>/spec.py``): the frozen (strict) model base, and validators for names, labels,
+versions, images, command-line words and URLs that must not carry credentials."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
+import urllib.parse
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -24,6 +26,16 @@ _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_SUBDOMAIN = re.compile(
     r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 )
+
+
+class FieldError(ValueError):
+    """A validator's error with a hint, which the loader prints as ``= hint:``. ``secrets`` are
+    parts of the value that must not be printed (masked in the quoted source line)."""
+
+    def __init__(self, message: str, hint: str, secrets: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.hint = hint
+        self.secrets = secrets
 
 
 def check_dns_label(v: str) -> str:
@@ -46,12 +58,76 @@ def check_label_key(key: str) -> None:
         )
 
 
-def check_label_value(key: str, value: str) -> None:
+def check_label_value(value: str) -> str:
     if value and (len(value) > 63 or not _LABEL_NAME.fullmatch(value)):
         raise ValueError(
-            f"label {key!r}: value {value!r} must be at most 63 characters of [A-Za-z0-9-_.], "
+            f"label value {value!r} must be at most 63 characters of [A-Za-z0-9-_.], "
             "starting and ending alphanumeric (or empty)"
         )
+    return value
+
+
+# Labels llmdeploy sets on every object it renders (plan/names.py: the six recommended
+# app.kubernetes.io labels). A user label under this prefix would collide with them.
+RESERVED_LABEL_PREFIX = "app.kubernetes.io/"
+
+
+def check_user_label_key(key: str) -> str:
+    """A label key the user adds next to llmdeploy's own labels."""
+    check_label_key(key)
+    if key.startswith(RESERVED_LABEL_PREFIX):
+        raise FieldError(
+            f"label key {key!r} is reserved: llmdeploy sets the {RESERVED_LABEL_PREFIX}* labels "
+            "on every object",
+            "use a key of your own, such as `release` or `team`",
+        )
+    return key
+
+
+# Labels a user adds to an object: keys (not reserved) and values checked, each error located
+# on its own key or value.
+UserLabels = dict[
+    Annotated[str, AfterValidator(check_user_label_key)],
+    Annotated[str, AfterValidator(check_label_value)],
+]
+
+# Query parameters that carry a credential (access tokens, API keys, pre-signed S3 URLs).
+_SECRET_PARAM = re.compile(
+    r"token|secret|passw(or)?d|pwd|api[-_]?key|access[-_]?key|signature|credential|auth"
+    r"|^key$|^x-amz-",
+    re.IGNORECASE,
+)
+
+
+S3_ACCESS_HINT = (
+    "S3 access goes through IRSA (`serviceAccount.iamRoleArn`): the URI names the bucket and "
+    "prefix only"
+)
+
+
+def check_no_credentials(url: str, what: str, hint: str) -> str:
+    """Refuse a URL that carries a credential (``user:password@``, ``?token=``): it would be
+    rendered verbatim into a manifest or script (docs/security.md §2). The error never repeats
+    the credential."""
+    parts = urllib.parse.urlsplit(url)
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    named = [name for name, _ in query if _SECRET_PARAM.search(name)]
+    secrets = ([userinfo] if at else []) + [v for n, v in query if n in named and v]
+    if at:
+        raise FieldError(
+            f"{what} carries credentials before '@'; they would be rendered in plain text",
+            hint,
+            tuple(secrets),
+        )
+    if named:
+        raise FieldError(
+            f"{what} carries a credential in its query parameter {named[0]!r}; it would be "
+            "rendered in plain text",
+            hint,
+            tuple(secrets),
+        )
+    return url
 
 
 def check_cli_word(v: str | None, what: str) -> str | None:
@@ -74,6 +150,9 @@ class SpecModel(BaseModel):
         frozen=True,
         alias_generator=to_camel,
         populate_by_name=True,
+        # One typing rule (docs/spec-reference.md): a value has its JSON Schema type exactly;
+        # `true` is not 1, "12" is not 12, 0.9 is not a string. Lists are read into tuples.
+        strict=True,
         use_attribute_docstrings=False,
     )
 

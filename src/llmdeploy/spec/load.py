@@ -1,30 +1,39 @@
 """The load stage: read a spec file into a frozen :class:`~llmdeploy.spec.sections.Spec`.
 
 YAML is read with ruamel's round-trip loader so every node keeps its line and column; pydantic
-errors are mapped back to those positions through the error's ``loc`` (never by matching
-message text). All errors of a file are reported in one pass.
+errors are mapped back to those positions (:mod:`llmdeploy.spec.messages`). All errors of a
+file are reported in one pass.
 
 Hostile input is refused early with a located message: files over ``MAX_BYTES``, non-UTF-8
-bytes, duplicate keys, tabs, and alias expansion beyond ``MAX_NODES`` (YAML bombs).
+bytes, duplicate keys, tabs, any tag but ``!!str``, and alias expansion beyond ``MAX_NODES``
+(YAML bombs).
 """
 
 from __future__ import annotations
 
 import difflib
-import types
-import typing
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import pydantic
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.comments import CommentedMap, CommentedSeq, TaggedScalar
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import (
+    AliasEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+)
 
 from llmdeploy.errors import Diagnostic, InputError, SpecError
 from llmdeploy.spec.fast_yaml import fast_parse
+from llmdeploy.spec.messages import diag, diagnostics, nearest
 from llmdeploy.spec.sections import API_VERSION, Spec
 
 MAX_BYTES = 1_048_576
@@ -43,38 +52,49 @@ class LoadedSpec:
     lines: tuple[str, ...] = field(default=(), compare=False)
     text: str = field(default="", compare=False)
 
-    def diagnostic(self, key_path: str, message: str, hint: str | None = None) -> Diagnostic:
+    @functools.cached_property
+    def _where(self) -> Mapping[Path_, tuple[int, int]]:
+        if not self.positions and self.text:  # loaded by the fast path: positions on demand
+            return parse_yaml(self.text, self.label)[1]
+        return self.positions
+
+    def in_file(self, key_path: str) -> bool:
+        """Whether the file sets the dotted spec path itself (if not, the default applies)."""
+        return tuple(key_path.split(".")) in self._where
+
+    def diagnostic(
+        self, key_path: str, message: str, hint: str | None = None, severity: str = "error"
+    ) -> Diagnostic:
         """A diagnostic located at a dotted spec path such as ``engine.version`` (the nearest
         enclosing key that exists in the file)."""
-        path: Path_ = tuple(key_path.split("."))
-        positions = self.positions
-        if not positions and self.text:  # loaded by the fast path: positions on demand
-            _, positions = parse_yaml(self.text, self.label)
-        line, col = _nearest(positions, path)
-        src = self.lines[line - 1] if line is not None and 0 < line <= len(self.lines) else None
-        return Diagnostic(
-            message=message, file=self.label, line=line, column=col, hint=hint, source_line=src
+        line, col = nearest(self._where, tuple(key_path.split(".")))
+        return replace(
+            diag(self.label, self.lines, message, line, col, hint),
+            severity=severity,
+            field=key_path,
         )
+
+    def locate(self, d: Diagnostic, default_field: str | None = None) -> Diagnostic:
+        """``d`` located in this file at its ``field`` (else at ``default_field``), its notes
+        likewise; a note about a field the file does not set says it is the default."""
+        notes = tuple(self._locate_note(n) for n in d.notes)
+        key_path = d.field or default_field
+        if d.line is not None or key_path is None:
+            return replace(d, notes=notes)
+        return replace(self.diagnostic(key_path, d.message, d.hint, d.severity), notes=notes)
+
+    def _locate_note(self, note: Diagnostic) -> Diagnostic:
+        if note.line is not None or note.field is None:
+            return note
+        if not self.in_file(note.field):
+            return replace(note, message=f"{note.message} (the default)")
+        return self.diagnostic(note.field, note.message, note.hint, note.severity)
 
 
 def _yaml() -> YAML:
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
     return yaml
-
-
-def _diag(
-    label: str,
-    lines: list[str],
-    message: str,
-    line: int | None,
-    col: int | None,
-    hint: str | None = None,
-) -> Diagnostic:
-    src = lines[line - 1] if line is not None and 0 < line <= len(lines) else None
-    return Diagnostic(
-        message=message, file=label, line=line, column=col, hint=hint, source_line=src
-    )
 
 
 def _plain(
@@ -94,9 +114,10 @@ def _plain(
         memo[id(node)] = memo.get(id(node), 0) + 1
         out: dict[Any, Any] = {}
         for key, value in node.items():
-            if not isinstance(key, str):
+            name = _string(key)
+            if not isinstance(name, str):
                 raise _BadKey(path, key)
-            child = (*path, key)
+            child = (*path, name)
             try:
                 line, col = node.lc.value(key)
             except (KeyError, TypeError):
@@ -107,7 +128,7 @@ def _plain(
                 positions.setdefault((*child, "<key>"), (kline + 1, kcol + 1))
             except (KeyError, TypeError):
                 pass
-            out[key] = _plain(value, positions, child, budget, memo)
+            out[name] = _plain(value, positions, child, budget, memo)
         return out
     if isinstance(node, CommentedSeq):
         items = []
@@ -120,8 +141,8 @@ def _plain(
                 pass
             items.append(_plain(value, positions, child, budget, memo))
         return items
-    if isinstance(node, str):
-        return str(node)
+    if isinstance(node, (str, TaggedScalar)):
+        return _string(node)
     if isinstance(node, bool) or node is None:
         return node
     if isinstance(node, int):
@@ -129,6 +150,82 @@ def _plain(
     if isinstance(node, float):
         return float(node)
     return node
+
+
+def _string(node: object) -> object:
+    """A plain ``str`` for a string node; ``!!str 0x1F`` is the string '0x1F' (the tag scan
+    has refused every other tag by now)."""
+    if isinstance(node, TaggedScalar):
+        return str(node.value)
+    return str(node) if isinstance(node, str) else node
+
+
+# The one explicit tag a spec may carry: `!!str` makes a scalar a string, as quotes do. Every
+# other tag (`!!binary`, `!!timestamp`, `!!int`, `!!python/...`, `!custom`) would turn text
+# into something the JSON Schema does not describe, or mean nothing at all: refused, located.
+_STR_TAG = "tag:yaml.org,2002:str"
+_NODE_EVENTS = (ScalarEvent, AliasEvent, MappingStartEvent, SequenceStartEvent)
+
+
+@dataclass
+class _Frame:
+    """An open mapping or sequence while scanning parse events: where its next node goes."""
+
+    path: Path_
+    is_map: bool
+    at_key: bool = True  # mappings: the next node is a key
+    key: str | None = None
+    index: int = 0
+
+    def next_path(self) -> Path_:
+        if not self.is_map:
+            return (*self.path, self.index)
+        return self.path if self.at_key or self.key is None else (*self.path, self.key)
+
+    def done(self, scalar: str | None) -> None:
+        if not self.is_map:
+            self.index += 1
+        elif self.at_key:
+            self.key, self.at_key = scalar, False
+        else:
+            self.at_key = True
+
+
+def _tag_problems(text: str, label: str, lines: list[str]) -> list[Diagnostic]:
+    out: list[Diagnostic] = []
+    frames: list[_Frame] = []
+    for event in _yaml().parse(text):
+        if isinstance(event, (MappingEndEvent, SequenceEndEvent)):
+            frames.pop()
+            if frames:
+                frames[-1].done(None)
+            continue
+        if not isinstance(event, _NODE_EVENTS):
+            continue
+        path = frames[-1].next_path() if frames else ()
+        tag = getattr(event, "tag", None)
+        tag = None if tag is None else str(getattr(tag, "value", tag))
+        if tag is not None and not (tag == _STR_TAG and isinstance(event, ScalarEvent)):
+            core = "tag:yaml.org,2002:"
+            shown = "!!" + tag[len(core) :] if tag.startswith(core) else tag
+            where = f" in `{'.'.join(map(str, path))}`" if path else ""
+            mark = event.start_mark
+            out.append(
+                diag(
+                    label,
+                    lines,
+                    f"tag {shown!r} is not allowed{where}: a spec holds only strings, numbers, "
+                    "booleans, lists and mappings",
+                    mark.line + 1,
+                    mark.column + 1,
+                    "remove the tag; to make a value a string, quote it (or tag it !!str)",
+                )
+            )
+        if isinstance(event, (MappingStartEvent, SequenceStartEvent)):
+            frames.append(_Frame(path, isinstance(event, MappingStartEvent)))
+        elif frames:
+            frames[-1].done(event.value if isinstance(event, ScalarEvent) else None)
+    return out
 
 
 class _TooLarge(Exception):
@@ -152,7 +249,7 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
         col = lines[tab].index("\t") + 1
         raise SpecError(
             [
-                _diag(
+                diag(
                     label,
                     lines,
                     "tab character in indentation; YAML indents with spaces",
@@ -163,6 +260,9 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
             ]
         )
     try:
+        tagged = _tag_problems(text, label, lines) if "!" in text else []
+        if tagged:  # before construction: `!!binary` or `!!timestamp` would be decoded
+            raise SpecError(tagged)
         docs = list(_yaml().load_all(text))
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -177,7 +277,7 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
                 else "duplicate key"
             )
             hint = "each key may appear once in a mapping"
-        raise SpecError([_diag(label, lines, f"YAML: {problem}", line, col, hint)]) from None
+        raise SpecError([diag(label, lines, f"YAML: {problem}", line, col, hint)]) from None
     except YAMLError as exc:
         raise SpecError([Diagnostic(f"YAML: {exc}", file=label)]) from None
     except RecursionError:  # ruamel's composer recurses once per nesting level
@@ -201,10 +301,10 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
     try:
         data = _plain(docs[0], positions, (), [MAX_NODES], {})
     except _TooLarge as exc:
-        line, col = _nearest(positions, exc.path)
+        line, col = nearest(positions, exc.path)
         raise SpecError(
             [
-                _diag(
+                diag(
                     label,
                     lines,
                     f"document expands to more than {MAX_NODES} "
@@ -216,10 +316,10 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
             ]
         ) from None
     except _BadKey as exc:
-        line, col = _nearest(positions, exc.path)
+        line, col = nearest(positions, exc.path)
         raise SpecError(
             [
-                _diag(
+                diag(
                     label,
                     lines,
                     f"mapping key {exc.key!r} is not a string",
@@ -232,7 +332,7 @@ def parse_yaml(text: str, label: str) -> tuple[Any, dict[Path_, tuple[int, int]]
     except RecursionError:
         raise _too_deep(label) from None
     if not isinstance(data, dict):
-        raise SpecError([_diag(label, lines, "a spec is a YAML mapping", 1, 1)])
+        raise SpecError([diag(label, lines, "a spec is a YAML mapping", 1, 1)])
     return data, positions
 
 
@@ -244,15 +344,6 @@ def _too_deep(label: str) -> SpecError:
             )
         ]
     )
-
-
-def _nearest(
-    positions: Mapping[Path_, tuple[int, int]], path: Path_
-) -> tuple[int | None, int | None]:
-    for end in range(len(path), 0, -1):
-        if path[:end] in positions:
-            return positions[path[:end]]
-    return (1, 1) if positions else (None, None)
 
 
 def read_text(path: Path, label: str) -> str:
@@ -299,10 +390,11 @@ def load_spec_text(text: str, label: str, path: Path | None = None) -> LoadedSpe
         else:
             return LoadedSpec(spec=spec, path=path, label=label, lines=tuple(lines), text=text)
     data, positions = parse_yaml(text, label)
-    if "apiVersion" not in data:
+    misspelt = difflib.get_close_matches("apiVersion", list(data), n=1, cutoff=0.6)
+    if "apiVersion" not in data and not misspelt:  # not a spec at all: one error, not dozens
         raise SpecError(
             [
-                _diag(
+                diag(
                     label,
                     lines,
                     "missing `apiVersion`",
@@ -315,125 +407,7 @@ def load_spec_text(text: str, label: str, path: Path | None = None) -> LoadedSpe
     try:
         spec = Spec.model_validate(data)
     except pydantic.ValidationError as exc:
-        raise SpecError(_diagnostics(exc, positions, lines, label)) from None
+        raise SpecError(diagnostics(exc, positions, lines, label)) from None
     return LoadedSpec(
         spec=spec, path=path, label=label, positions=positions, lines=tuple(lines), text=text
     )
-
-
-# --- mapping pydantic errors to positions and suggestions -------------------------------------
-
-
-def _model_at(loc: Path_) -> tuple[type[pydantic.BaseModel] | None, Path_]:
-    """Walk Spec along a loc of aliases; return the model holding the last key, and the data
-    path with union tags removed."""
-    model: type[pydantic.BaseModel] | None = Spec
-    data_path: list[str | int] = []
-    for part in loc[:-1]:
-        if model is None:
-            data_path.append(part)
-            continue
-        finfo = _field_by_alias(model, part)
-        if finfo is None:
-            # a discriminated-union tag such as "trtllm" (not part of the data path)
-            continue
-        data_path.append(part)
-        model = _submodel(finfo.annotation, loc, len(data_path))
-    if loc:
-        data_path.append(loc[-1])
-    return model, tuple(data_path)
-
-
-def _field_by_alias(model: type[pydantic.BaseModel], key: str | int) -> Any:
-    for name, info in model.model_fields.items():
-        if key in (info.alias, name):
-            return info
-    return None
-
-
-def _submodel(annotation: Any, loc: Path_, depth: int) -> type[pydantic.BaseModel] | None:
-    for candidate in _flatten(annotation):
-        if isinstance(candidate, type) and issubclass(candidate, pydantic.BaseModel):
-            tag = loc[depth] if depth < len(loc) else None
-            type_field = candidate.model_fields.get("type")
-            if type_field is not None and tag is not None and type_field.default != tag:
-                continue
-            return candidate
-    return None
-
-
-def _flatten(annotation: Any) -> Iterator[Any]:
-    origin = typing.get_origin(annotation)
-    if origin is typing.Annotated:
-        yield from _flatten(typing.get_args(annotation)[0])
-    elif origin in (Union, types.UnionType):
-        for arg in typing.get_args(annotation):
-            yield from _flatten(arg)
-    else:
-        yield annotation
-
-
-def _aliases(model: type[pydantic.BaseModel]) -> list[str]:
-    return [f.alias or n for n, f in model.model_fields.items()]
-
-
-def _diagnostics(
-    exc: pydantic.ValidationError,
-    positions: Mapping[Path_, tuple[int, int]],
-    lines: list[str],
-    label: str,
-) -> list[Diagnostic]:
-    out: list[Diagnostic] = []
-    seen: set[tuple[Path_, str]] = set()
-    for err in exc.errors(include_url=False):
-        loc: Path_ = tuple(err["loc"])
-        model, path = _model_at(loc)
-        etype = err["type"]
-        hint: str | None = None
-        where = ".".join(str(p) for p in path) or "spec"
-        if etype == "extra_forbidden":
-            key = str(path[-1]) if path else ""
-            allowed = _aliases(model) if model is not None else []
-            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-            message = f"unknown field {key!r}" + (
-                f" in `{'.'.join(map(str, path[:-1]))}`" if len(path) > 1 else ""
-            )
-            if close:
-                message += f" (did you mean {close[0]!r}?)"
-            else:
-                hint = "allowed here: " + ", ".join(allowed)
-            line, col = positions.get((*path, "<key>"), _nearest(positions, path))
-        elif etype == "missing":
-            message = f"missing required field `{where}`"
-            line, col = _nearest(positions, path[:-1])
-        elif etype == "literal_error":
-            expected = str(err.get("ctx", {}).get("expected", ""))
-            choices = [c.strip().strip("'") for c in expected.replace(" or ", ",").split(",")]
-            got = err.get("input")
-            message = f"`{where}`: {got!r} is not one of {expected}"
-            close = difflib.get_close_matches(str(got), [c for c in choices if c], n=1, cutoff=0.5)
-            if close:
-                message += f" (did you mean {close[0]!r}?)"
-            line, col = _nearest(positions, path)
-        elif etype == "union_tag_invalid":
-            expected = str(err.get("ctx", {}).get("expected_tags", ""))
-            got = err.get("ctx", {}).get("tag")
-            tags = [t.strip().strip("'") for t in expected.split(",")]
-            close = difflib.get_close_matches(str(got), tags, n=1, cutoff=0.5)
-            message = f"`{where}.type`: {got!r} is not one of {expected}"
-            if close:
-                message += f" (did you mean {close[0]!r}?)"
-            line, col = _nearest(positions, (*path, "type"))
-        else:
-            msg = str(err["msg"])
-            if msg.startswith("Value error, "):
-                msg = msg[len("Value error, ") :]
-            message = f"`{where}`: {msg}"
-            line, col = _nearest(positions, path)
-        key_ = (path, message)
-        if key_ in seen:
-            continue
-        seen.add(key_)
-        out.append(_diag(label, lines, message, line, col, hint))
-    out.sort(key=lambda d: (d.line or 0, d.column or 0))
-    return out

@@ -20,12 +20,13 @@ from llmdeploy.spec.fields import (
     DURATION,
     INSTANCE_FAMILY,
     INSTANCE_TYPE,
+    S3_ACCESS_HINT,
     EngineSection,
     SpecModel,
+    UserLabels,
     check_cli_word,
     check_dns_label,
-    check_label_key,
-    check_label_value,
+    check_no_credentials,
 )
 
 API_VERSION = "llmdeploy.dev/v1alpha1"
@@ -35,6 +36,13 @@ KIND = "ModelDeployment"
 Quantization = Literal["none", "fp8", "int8", "int4-awq", "int4-gptq"]
 KvCacheDtype = Literal["auto", "fp8"]
 CapacityType = Literal["on-demand", "spot", "reserved"]
+
+# Where the Prometheus address's credentials belong instead (check_no_credentials).
+PROMETHEUS_AUTH_HINT = (
+    "keep credentials out of the URL: KEDA reads them from a TriggerAuthentication (authModes "
+    "basic or bearer with a Secret; for Amazon Managed Prometheus, AWS SigV4 with podIdentity "
+    "provider aws), https://keda.sh/docs/2.20/scalers/prometheus/"
+)
 
 
 class SecretKeyRef(SpecModel):
@@ -69,6 +77,11 @@ class ModelLoading(SpecModel):
         pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$",
     )
 
+    @field_validator("s3_uri")
+    @classmethod
+    def _s3(cls, v: str | None) -> str | None:
+        return v and check_no_credentials(v, "the S3 URI", S3_ACCESS_HINT)
+
     @model_validator(mode="after")
     def _mode_fields(self) -> ModelLoading:
         if self.mode == "s3" and not self.s3_uri:
@@ -102,7 +115,8 @@ class ModelSpec(SpecModel):
     @field_validator("id")
     @classmethod
     def _id(cls, v: str) -> str:
-        return check_cli_word(v, "model id") or v
+        hint = "name a Secret in `model.loading.hfTokenSecret`; it is mounted as a file"
+        return check_no_credentials(check_cli_word(v, "model id") or v, "the model id", hint)
 
     @field_validator("revision")
     @classmethod
@@ -238,6 +252,11 @@ class Autoscaling(SpecModel):
         pattern=r"^https?://[^\s]+$",
     )
 
+    @field_validator("prometheus_address")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        return check_no_credentials(v, "the Prometheus address", PROMETHEUS_AUTH_HINT)
+
     @model_validator(mode="after")
     def _range(self) -> Autoscaling:
         if self.min_replicas > self.max_replicas:
@@ -258,7 +277,10 @@ class Cluster(SpecModel):
         ),
     )
     capacity_types: tuple[CapacityType, ...] = Field(
-        ("on-demand",), min_length=1, description="Karpenter capacity types, in preference."
+        ("on-demand",),
+        min_length=1,
+        strict=False,  # a YAML list
+        description="Karpenter capacity types, in preference.",
     )
     gpu_limit: int = Field(64, ge=1, le=100_000, description="NodePool limit on nvidia.com/gpu.")
     ami_alias: str = Field(
@@ -317,6 +339,7 @@ class Network(SpecModel):
 
     client_namespaces: tuple[str, ...] | None = Field(
         None,
+        strict=False,  # a YAML list
         description=(
             "Namespaces whose pods may call the inference port (NetworkPolicy). Default: the "
             "deployment's own namespace."
@@ -346,19 +369,15 @@ class Monitoring(SpecModel):
     kind: Literal["ServiceMonitor", "PodMonitor", "none"] = Field(
         "ServiceMonitor", description="Prometheus-operator object that makes the metric exist."
     )
-    labels: dict[str, str] = Field(
+    labels: UserLabels = Field(
         default_factory=dict,
-        description="Extra labels so your Prometheus selects the monitor (e.g. release: kps).",
+        description=(
+            "Extra labels so your Prometheus selects the monitor (e.g. release: kps). Keys under "
+            "app.kubernetes.io/ are reserved: llmdeploy sets them."
+        ),
+        json_schema_extra={"propertyNames": {"not": {"pattern": "^app\\.kubernetes\\.io/"}}},
     )
     interval: str = Field("15s", pattern=r"^[0-9]+(ms|s|m)$")
-
-    @field_validator("labels")
-    @classmethod
-    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, value in v.items():
-            check_label_key(key)
-            check_label_value(key, value)
-        return v
 
 
 class Spec(SpecModel):

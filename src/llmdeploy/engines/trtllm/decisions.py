@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmdeploy.catalog.ec2 import Instance
+from llmdeploy.engines.trtllm import checks
 from llmdeploy.engines.trtllm.build import (
     BUILD_ROOT,
     EXAMPLES_CANDIDATES,
@@ -31,7 +32,7 @@ from llmdeploy.engines.trtllm.build import (
     checkpoint_step,
     converter_for,
 )
-from llmdeploy.engines.trtllm.flags import TRITON_TO_TRTLLM, in_range, ships_trtllm_build
+from llmdeploy.engines.trtllm.checks import trtllm_for_triton
 from llmdeploy.engines.trtllm.serving import (
     ALL_MODELS_CANDIDATES,
     ASSEMBLE_SCRIPT,
@@ -59,13 +60,9 @@ from llmdeploy.engines.trtllm.serving import (
     waiting_query,
 )
 from llmdeploy.engines.trtllm.spec import TrtllmEngine
-from llmdeploy.errors import Diagnostic, SpecError, UnsupportedFlagError
+from llmdeploy.errors import Diagnostic, SpecError
 from llmdeploy.plan.types import KV, ConfigEntry, EnvVar, Mount, Port, TemplateText
 from llmdeploy.spec.sections import Spec
-
-# Serving (model-repository templates, launcher arguments) is verified against the 1.2-era
-# triton_backend in NVIDIA/TensorRT-LLM (all_models @ 2a9abd95/0c8de69a, launcher @ 0a2e2c1f).
-SERVING_SINCE, SERVING_UNTIL = "1.2.0", "1.3.0"
 
 
 @dataclass(frozen=True)
@@ -145,32 +142,6 @@ class TrtllmPlan:
     init_containers: tuple[InitContainerSpec, ...]
 
 
-def trtllm_for_triton(triton_version: str) -> str:
-    """TensorRT-LLM in the Triton image, or UnsupportedFlagError when llmdeploy cannot serve it."""
-    flag = "engine.tritonVersion"
-    trtllm = TRITON_TO_TRTLLM.get(triton_version)
-    if trtllm is None:
-        raise UnsupportedFlagError(
-            flag,
-            triton_version,
-            "not a tritonserver -trtllm-python-py3 release in the compatibility matrix "
-            f"(known: {', '.join(TRITON_TO_TRTLLM)})",
-        )
-    if not ships_trtllm_build(trtllm):
-        raise UnsupportedFlagError(
-            flag, triton_version, f"TensorRT-LLM {trtllm} has no trtllm-build (engine workflow)"
-        )
-    if not in_range(trtllm, SERVING_SINCE, SERVING_UNTIL):
-        raise UnsupportedFlagError(
-            flag,
-            triton_version,
-            f"TensorRT-LLM {trtllm}: the model-repository templates and launcher arguments are "
-            f"verified for TensorRT-LLM {SERVING_SINCE} up to {SERVING_UNTIL} only "
-            "(Triton 26.03-26.07)",
-        )
-    return trtllm
-
-
 def plan_trtllm(
     spec: Spec, instance: Instance, name: str, *, header_command: str = "llmdeploy render"
 ) -> TrtllmPlan:
@@ -178,73 +149,18 @@ def plan_trtllm(
     if not isinstance(engine, TrtllmEngine):
         raise SpecError([Diagnostic("plan_trtllm needs engine.type trtllm")])
     trtllm = trtllm_for_triton(engine.triton_version)
-    gpu, problems = instance.gpu, []
-    cc = capability(gpu.compute_capability)
-    converter = converter_for(spec.model.architecture)
-    if converter is None:
-        problems.append(
-            Diagnostic(
-                f"model.architecture {spec.model.architecture!r}: no TensorRT-LLM checkpoint "
-                "converter is wired for it (supported: Llama, Mistral, Mixtral, Qwen families)",
-                hint="use a catalog name such as llama-3-70b or qwen2.5-72b-instruct, or "
-                "engine.type vllm",
-            )
-        )
-    tp = spec.hardware.tensor_parallel
-    if tp > instance.gpu_count:
-        problems.append(
-            Diagnostic(
-                f"hardware.tensorParallel {tp} exceeds the {instance.gpu_count} GPUs of "
-                f"{instance.name}"
-            )
-        )
-    if cc < (7, 5):
-        problems.append(
-            Diagnostic(
-                f"{gpu.model} (compute capability {gpu.compute_capability}): TensorRT-LLM removed "
-                "Volta support in 0.15 (release notes)"
-            )
-        )
-    fp8_needed = spec.quantization == "fp8" or spec.kv_cache_dtype == "fp8"
-    if fp8_needed and not gpu.fp8:
-        problems.append(
-            Diagnostic(
-                f"FP8 (quantization {spec.quantization}, kvCacheDtype {spec.kv_cache_dtype}) needs "
-                f"Ada or Hopper or newer; {gpu.model} on {instance.name} has no FP8 support",
-                hint="use quantization int4-awq or int8 and kvCacheDtype auto, or an FP8 GPU "
-                "(g6e, p5, p5e, p5en)",
-            )
-        )
-    if spec.quantization == "int4-gptq" and spec.kv_cache_dtype == "fp8":
-        problems.append(
-            Diagnostic(
-                "int4-gptq loads a pre-quantized AutoGPTQ checkpoint with convert_checkpoint.py, "
-                "which does not calibrate an FP8 KV cache",
-                hint="set kvCacheDtype auto, or use quantization int4-awq with kvCacheDtype fp8",
-            )
-        )
-    seq_len = spec.serving.max_model_len
-    input_len = engine.max_input_len or seq_len
-    num_tokens = spec.serving.max_num_batched_tokens or 8192
-    if input_len > seq_len:
-        problems.append(
-            Diagnostic(
-                f"engine.maxInputLen {input_len} exceeds serving.maxModelLen {seq_len} "
-                "(trtllm-build --max_seq_len counts prompt + output)"
-            )
-        )
-    chunked = spec.serving.chunked_prefill
-    if not chunked and num_tokens < input_len:
-        problems.append(
-            Diagnostic(
-                f"without chunked prefill a prompt of maxInputLen {input_len} tokens must fit "
-                f"max_num_tokens {num_tokens}",
-                hint="enable serving.chunkedPrefill or raise serving.maxNumBatchedTokens",
-            )
-        )
+    problems = [d for d in checks.problems(spec, (instance,)) if d.severity == "error"]
     if problems:
         raise SpecError(problems)
+    gpu = instance.gpu
+    cc = capability(gpu.compute_capability)
+    converter = converter_for(spec.model.architecture)
     assert converter is not None
+    tp = spec.hardware.tensor_parallel
+    seq_len = spec.serving.max_model_len
+    input_len = engine.max_input_len or seq_len
+    num_tokens = spec.serving.max_num_batched_tokens or checks.DEFAULT_MAX_NUM_TOKENS
+    chunked = spec.serving.chunked_prefill
 
     quant, reuse = spec.quantization, spec.serving.prefix_caching
     paged_context_fmha = reuse or chunked  # KV reuse and chunked context both need it

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar
+
+from llmdeploy.engines.base import Ignored
 
 if TYPE_CHECKING:
     from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
     from llmdeploy.catalog.ec2 import Instance
+    from llmdeploy.errors import Diagnostic
     from llmdeploy.plan.assemble import EngineParts
     from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
     from llmdeploy.spec.fields import EngineSection
@@ -18,6 +22,29 @@ class Trtllm:
     version_field = "engine.tritonVersion"
     # The engine build quantizes a 16-bit checkpoint (quantize.py / convert_checkpoint.py).
     runtime_quantizations = frozenset({"fp8", "int8", "int4-awq", "int4-gptq"})
+    ignored_fields: ClassVar[Mapping[str, Ignored]] = {
+        "serving.gpuMemoryUtilization": Ignored(
+            "error",
+            "TensorRT-LLM gives the KV cache a fraction of the memory left free after loading, "
+            "not of the total",
+            "set engine.kvCacheFreeGpuMemFraction instead",
+        ),
+        "serving.maxNumSeqs": Ignored(
+            "error",
+            "the engine is built for engine.maxBatchSize sequences (trtllm-build --max_batch_size)",
+            "set engine.maxBatchSize instead",
+        ),
+        "model.servedName": Ignored(
+            "warning",
+            "Triton serves the model under its model-repository names (`ensemble`)",
+            "remove it, or use engine.type vllm for an OpenAI-compatible name",
+        ),
+    }
+
+    def check(self, spec: Spec, hardware: Sequence[Instance]) -> list[Diagnostic]:
+        from llmdeploy.engines.trtllm.checks import problems
+
+        return problems(spec, hardware)
 
     def version(self, section: EngineSection) -> str:
         from llmdeploy.engines.trtllm.spec import TrtllmEngine

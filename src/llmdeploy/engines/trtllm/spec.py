@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from llmdeploy.spec.fields import EngineSection
+from llmdeploy.spec.fields import S3_ACCESS_HINT, EngineSection, check_no_credentials
 
 # Newest Triton `-trtllm-python-py3` release whose TensorRT-LLM (1.2.1) still ships
 # `trtllm-build` (shared/reference/trtllm.md §1, §2.3).
@@ -42,6 +42,11 @@ class TrtllmEngine(EngineSection):
     batch_scheduler_policy: Literal["guaranteed_no_evict", "max_utilization"] = (
         "guaranteed_no_evict"
     )
+
+    @field_validator("artifacts_s3_uri")
+    @classmethod
+    def _s3(cls, v: str) -> str:
+        return check_no_credentials(v, "the S3 URI", S3_ACCESS_HINT)
 
 
 SECTION = TrtllmEngine

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
     from llmdeploy.catalog.ec2 import Instance
+    from llmdeploy.engines.base import Ignored
+    from llmdeploy.errors import Diagnostic
     from llmdeploy.plan.assemble import EngineParts
     from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
     from llmdeploy.spec.fields import EngineSection
@@ -20,6 +23,12 @@ class Vllm:
     # INT8 need a checkpoint quantized that way (vllm/config/model.py@v0.19.0,
     # ModelConfig._verify_quantization reads the method from its quantization_config).
     runtime_quantizations = frozenset({"fp8"})
+    ignored_fields: ClassVar[Mapping[str, Ignored]] = {}  # every shared field applies
+
+    def check(self, spec: Spec, hardware: Sequence[Instance]) -> list[Diagnostic]:
+        from llmdeploy.engines.vllm.checks import problems
+
+        return problems(spec)
 
     def version(self, section: EngineSection) -> str:
         from llmdeploy.engines.vllm.spec import VllmEngine

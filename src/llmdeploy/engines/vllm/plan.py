@@ -7,7 +7,7 @@ import math
 
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.engines.vllm import flags
-from llmdeploy.engines.vllm.budget import vllm_facts
+from llmdeploy.engines.vllm.options import HTTP_PORT, MODEL_DIR, server_args
 from llmdeploy.engines.vllm.spec import VllmEngine
 from llmdeploy.plan.assemble import EngineParts
 from llmdeploy.plan.names import meta_for
@@ -24,8 +24,6 @@ from llmdeploy.plan.types import KV, Container, EnvVar, Mount, Port, Resources, 
 from llmdeploy.sizing.types import Sizing
 from llmdeploy.spec.sections import Spec
 
-HTTP_PORT = 8000
-MODEL_DIR = "/models"
 # Pinned, never `latest`: the AWS CLI image used by the S3 init container.
 AWS_CLI_IMAGE = "amazon/aws-cli:2.22.0"
 # The Hugging Face token is mounted as a file, never put in the environment: huggingface_hub
@@ -70,34 +68,6 @@ def quantization_flag(spec: Spec, sizing: Sizing) -> str | None:
     return "fp8" if spec.quantization == "fp8" and not prequantized else None
 
 
-def vllm_options(spec: Spec, model_arg: str, quantization: str | None) -> dict[str, object]:
-    engine = spec.engine
-    assert isinstance(engine, VllmEngine)
-    s = spec.serving
-    gmu = s.gpu_memory_utilization
-    if gmu is None:
-        # The version's own default, the same figure the sizing check used.
-        gmu = vllm_facts(engine.version).default_gmu
-    opts: dict[str, object] = {
-        "host": "0.0.0.0",
-        "port": HTTP_PORT,
-        "served_model_name": spec.model.served_name or spec.model.id,
-        "tensor_parallel_size": spec.hardware.tensor_parallel,
-        "gpu_memory_utilization": gmu,
-        "max_model_len": s.max_model_len,
-        "max_num_batched_tokens": s.max_num_batched_tokens,
-        "max_num_seqs": s.max_num_seqs,
-        "enable_chunked_prefill": True if s.chunked_prefill else None,
-        "enable_prefix_caching": s.prefix_caching,
-        "kv_cache_dtype": "fp8" if spec.kv_cache_dtype == "fp8" else None,
-        "quantization": quantization,
-        "enforce_eager": True if engine.enforce_eager else None,
-        "revision": spec.model.revision if spec.model.loading.mode == "huggingface" else None,
-        "download_dir": f"{MODEL_DIR}/hub" if spec.model.loading.mode == "huggingface" else None,
-    }
-    return opts
-
-
 def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     engine = spec.engine
     assert isinstance(engine, VllmEngine)
@@ -107,15 +77,7 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     checkpoint_gib = sizing.checkpoint_gib
     cache_gib = _cache_gib(checkpoint_gib)
 
-    # huggingface: the Hub id (downloaded at start); s3: synced into /models/model by the init
-    # container; pvc: the volume's root holds the model files (config.json, *.safetensors).
-    model_arg = {
-        "huggingface": spec.model.id,
-        "s3": f"{MODEL_DIR}/model",
-        "pvc": MODEL_DIR,
-    }[loading.mode]
-    options = vllm_options(spec, model_arg, quantization_flag(spec, sizing))
-    args = flags.build_args(engine.version, model_arg, options)
+    args = server_args(spec, quantization_flag(spec, sizing))
 
     env = [
         EnvVar("HOME", "/home/vllm"),
