@@ -88,10 +88,13 @@ def _text(value: str) -> str:
 
 
 def _object_branches(schema: Schema, node: Schema) -> list[Schema]:
-    """The object schemas a property can hold (a $ref, or one side of `X | None`)."""
+    """The object schemas a property can hold (a $ref, one side of `X | None`, or the items of
+    a list of objects, documented under the list's own key path)."""
     out = []
     for option in [node, *node.get("anyOf", [])]:
         target = _resolve(schema, option)
+        if target.get("type") == "array":
+            target = _resolve(schema, target.get("items", {}))
         if target.get("type") == "object" and "properties" in target:
             out.append(target)
     return out
@@ -111,7 +114,7 @@ def _type_name(schema: Schema, node: Schema, path: str) -> str:
         return f"object ([{_heading(path)}](#{_anchor(_heading(path))}))"
     kind = target.get("type")
     if kind == "array":
-        return "list of " + _type_name(schema, target.get("items", {}), path + "[]")
+        return "list of " + _type_name(schema, target.get("items", {}), path)
     if kind == "object":
         values = target.get("additionalProperties")
         if isinstance(values, dict):
@@ -154,6 +157,8 @@ def _allowed(schema: Schema, node: Schema) -> str:
         if "minItems" in target:
             count = target["minItems"]
             parts.append(f"at least {count} item" + ("s" if count != 1 else ""))
+        if "maxItems" in target:
+            parts.append(f"at most {target['maxItems']} items")
     return "; ".join(p for p in parts if p)
 
 

@@ -290,7 +290,7 @@ class Echo:
             env=(),
             ports=(Port("http", 8080),),
             mounts=(),
-            resources=pod_resources(instance, tp, 40),
+            resources=pod_resources(spec, instance, 40),
             readiness_probe=readiness_probe("/ready", "http"),
         )
         return EngineParts(

@@ -235,13 +235,12 @@ def test_gpu_requests_equal_tensor_parallel_and_limits(preset: str, crds: object
 @pytest.mark.parametrize("preset", PRESETS)
 def test_cpu_and_memory_fit_the_pods_share_of_the_node(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
-    inst = catalog.instance(out.instance.name)
-    assert inst is not None and inst.allocatable is not None
-    pods_per_node = inst.gpu_count // out.spec.hardware.tensor_parallel
-    cpu_share = (inst.allocatable.cpu_millicores - catalog.DAEMONSET_CPU_MILLI) / pods_per_node
-    mem_share = (
-        inst.allocatable.memory_mib * 2**20 - catalog.DAEMONSET_MEMORY_MIB * 2**20
-    ) / pods_per_node
+    reserve = out.spec.cluster.daemon_set_reserve
+    (types,) = [
+        r["values"]
+        for r in out.one("NodePool")["spec"]["template"]["spec"]["requirements"]
+        if r["key"] == "node.kubernetes.io/instance-type"
+    ]
 
     def effective(key: str, parse: Callable[[str], int]) -> int:
         # Init containers run one at a time before the server: the pod needs the larger.
@@ -249,8 +248,17 @@ def test_cpu_and_memory_fit_the_pods_share_of_the_node(preset: str, crds: object
         main = sum(parse(c["resources"]["requests"][key]) for c in out.pod["containers"])
         return max([main, *init])
 
-    assert effective("cpu", cpu_milli) <= cpu_share
-    assert effective("memory", mem_bytes) <= mem_share
+    for name in types:  # the pod fits every type the NodePool may launch
+        inst = catalog.instance(name)
+        assert inst is not None and inst.allocatable is not None
+        pods_per_node = inst.gpu_count // out.spec.hardware.tensor_parallel
+        cpu_share = (inst.allocatable.cpu_millicores - cpu_milli(reserve.cpu)) / pods_per_node
+        mem_share = (
+            inst.allocatable.memory_mib * 2**20 - mem_bytes(reserve.memory)
+        ) / pods_per_node
+        assert effective("cpu", cpu_milli) <= cpu_share, name
+        assert effective("memory", mem_bytes) <= mem_share, name
+
     for c in out.containers:
         req, lim = c["resources"]["requests"], c["resources"]["limits"]
         assert req["cpu"] == lim["cpu"] and req["memory"] == lim["memory"], (
@@ -317,7 +325,7 @@ def test_node_selector_targets_the_rendered_nodepool(preset: str, crds: object) 
     assert out.pod["nodeSelector"] == {"karpenter.sh/nodepool": pool["metadata"]["name"]}
     assert pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == nodeclass["metadata"]["name"]
     reqs = {r["key"]: r for r in pool["spec"]["template"]["spec"]["requirements"]}
-    assert reqs["node.kubernetes.io/instance-type"]["values"] == [out.instance.name]
+    assert out.instance.name in reqs["node.kubernetes.io/instance-type"]["values"]
     assert reqs["karpenter.k8s.aws/instance-gpu-manufacturer"]["values"] == ["nvidia"]
 
 

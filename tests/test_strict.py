@@ -26,6 +26,11 @@ TRTLLM = VLLM.replace(
 )  # the hardware section starts on line 9
 
 
+# Two replicas on one-GPU nodes: no warning about a node expiry taking the only replica, so
+# the tests below see only the diagnostics they are about (appended last: no line moves).
+TWO_NODES = "autoscaling:\n  minReplicas: 2\n"
+
+
 def located(text: str) -> list[str]:
     """`file:line:col: severity: message` of every diagnostic, loading and checking the spec the
     way `size` and `render` do."""
@@ -403,7 +408,9 @@ def test_a_name_triton_does_not_use_is_a_warning_that_render_and_size_print(
     tmp_path: Path,
 ) -> None:
     spec = tmp_path / "spec.yaml"
-    spec.write_text(TRTLLM.replace("  architecture:", "  servedName: llama\n  architecture:"))
+    spec.write_text(
+        TRTLLM.replace("  architecture:", "  servedName: llama\n  architecture:") + TWO_NODES
+    )
     warning = (
         f"{spec}:5:15: warning: `model.servedName` does not apply to engine trtllm: Triton "
         "serves the model under its model-repository names (`ensemble`)\n"
@@ -420,11 +427,11 @@ def test_a_name_triton_does_not_use_is_a_warning_that_render_and_size_print(
 
 
 def test_chunked_prefill_off_on_vllm_v1_is_a_warning() -> None:
-    assert located(VLLM + "serving:\n  chunkedPrefill: false\n") == [
+    assert located(VLLM + "serving:\n  chunkedPrefill: false\n" + TWO_NODES) == [
         "spec.yaml:12:19: warning: `serving.chunkedPrefill` false has no effect: vLLM 0.19.0 "
         "always chunks prefill (V1 engine, from 0.8.0)"
     ]
-    assert located(VLLM + "serving:\n  chunkedPrefill: true\n") == []
+    assert located(VLLM + "serving:\n  chunkedPrefill: true\n" + TWO_NODES) == []
 
 
 def test_ignored_fields_are_declared_by_the_engine_not_by_shared_code() -> None:

@@ -20,6 +20,7 @@ from llmdeploy.errors import (
     DoesNotFitError,
     LlmdeployError,
     Notice,
+    SpecError,
     ValidationFailedError,
 )
 from llmdeploy.spec.checks import check_spec, located
@@ -76,7 +77,24 @@ def size_loaded(loaded: LoadedSpec, *, suggest: bool = True) -> Sized:
         sizing = size_spec(loaded.spec, base_dir, suggest=suggest)
         if not sizing.fits and not suggest:  # the suggestions explain what would fit
             sizing = size_spec(loaded.spec, base_dir)
-    return Sized(loaded=loaded, sizing=sizing, warnings=warnings + _at(loaded, sizing.notices))
+    nodes = _node_checks(loaded, sizing)
+    return Sized(
+        loaded=loaded, sizing=sizing, warnings=warnings + nodes + _at(loaded, sizing.notices)
+    )
+
+
+def _node_checks(loaded: LoadedSpec, sizing: Sizing) -> tuple[Diagnostic, ...]:
+    """What Karpenter will do with the nodes of the sized spec (``plan.node_checks``): raises
+    SpecError with every error, located; returns the warnings, located."""
+    from llmdeploy.plan.node_checks import node_findings
+
+    found = sorted(
+        (loaded.locate(d) for d in node_findings(loaded.spec, sizing.instance)),
+        key=lambda d: (d.line or 0, d.column or 0),
+    )
+    if any(d.severity == "error" for d in found):
+        raise SpecError(found)
+    return tuple(found)
 
 
 def _at(loaded: LoadedSpec, notices: Sequence[Notice]) -> tuple[Diagnostic, ...]:
@@ -109,10 +127,13 @@ def render_loaded(
     with located(loaded, registry.get(spec.engine.type).version_field):
         the_plan = make_plan(spec, sizing, header_command)
     files = render.render_plan(the_plan, loaded.label)
+    cluster_version = spec.cluster.kubernetes_version
     report = check.check_documents(
         yaml_documents(files),
         crds=crds,
-        kube_version=kube_version or check.DEFAULT_KUBE_VERSION,
+        # built-in kinds are checked against the cluster's own Kubernetes version
+        kube_version=kube_version
+        or (f"{cluster_version}.0" if cluster_version else check.DEFAULT_KUBE_VERSION),
     )
     if not report.ok:
         raise ValidationFailedError(

@@ -57,11 +57,17 @@ class Allocatable:
     pods: int
 
 
-# Share of a node kept free for DaemonSets (aws-node, kube-proxy, NVIDIA device plugin, DCGM
-# exporter, node exporter, EBS/EFS CSI): 1 vCPU and 4 GiB per node, before dividing the rest
-# between the model pods that share the node.
-DAEMONSET_CPU_MILLI = 1000
-DAEMONSET_MEMORY_MIB = 4096
+@dataclass(frozen=True)
+class Reserve:
+    """CPU and memory per node left for DaemonSets, not requested by the model pods."""
+
+    cpu_millicores: int
+    memory_mib: int
+
+
+# The spec's default (`cluster.daemonSetReserve`, docs/production.md "DaemonSet reserve"): the
+# chart-default requests of a full EKS GPU add-on stack add up to about 0.61 vCPU and 0.69 GiB.
+DEFAULT_RESERVE = Reserve(cpu_millicores=1000, memory_mib=2048)
 # Host resources a serving pod needs besides its GPUs: the API server, the engine core and one
 # worker per GPU, tokenizers and the safetensors loader. Smaller shares are not offered when
 # llmdeploy picks the size of an instance family.
@@ -94,25 +100,26 @@ class Instance:
     def pods_per_node(self, tp: int) -> int:
         return max(1, self.gpu_count // tp)
 
-    def pod_share(self, tp: int) -> tuple[int, int]:
+    def pod_share(self, tp: int, reserve: Reserve = DEFAULT_RESERVE) -> tuple[int, int]:
         """(CPU millicores, memory MiB) one model pod of TP GPUs may request on this node.
 
         Karpenter's allocatable figures already exclude kubelet and system reservations;
-        DaemonSets get a fixed slice; the rest is divided between the model pods the node holds.
+        DaemonSets get ``reserve``; the rest is divided between the model pods the node holds.
         """
         share = self.pods_per_node(tp)
         alloc = self.allocatable
         if alloc is None:
-            cpu_milli = int(self.vcpus * 1000 * 0.9) - DAEMONSET_CPU_MILLI
-            mem_mib = int(self.memory_gib * 1024 * 0.85) - DAEMONSET_MEMORY_MIB
+            cpu_milli = int(self.vcpus * 1000 * 0.9)
+            mem_mib = int(self.memory_gib * 1024 * 0.85)
         else:
-            cpu_milli = alloc.cpu_millicores - DAEMONSET_CPU_MILLI
-            mem_mib = alloc.memory_mib - DAEMONSET_MEMORY_MIB
+            cpu_milli, mem_mib = alloc.cpu_millicores, alloc.memory_mib
+        cpu_milli -= reserve.cpu_millicores
+        mem_mib -= reserve.memory_mib
         return cpu_milli // share, mem_mib // share
 
-    def hosts_pod(self, tp: int) -> bool:
+    def hosts_pod(self, tp: int, reserve: Reserve = DEFAULT_RESERVE) -> bool:
         """Enough GPUs, CPU and memory for one model pod of TP GPUs."""
-        cpu, mem = self.pod_share(tp)
+        cpu, mem = self.pod_share(tp, reserve)
         return self.gpu_count >= tp and cpu >= MIN_POD_CPU_MILLI and mem >= MIN_POD_MEMORY_MIB
 
 

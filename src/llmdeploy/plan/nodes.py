@@ -2,21 +2,50 @@
 
 from __future__ import annotations
 
+from llmdeploy.catalog import amis
 from llmdeploy.catalog.ec2 import Instance
+from llmdeploy.plan.capacity import allowed_instances, capacity_type_values
 from llmdeploy.plan.pod import GPU_RESOURCE, pods_per_node
-from llmdeploy.plan.types import KV, Budget, NodeClassPlan, NodePoolPlan, Requirement, Toleration
+from llmdeploy.plan.types import (
+    KV,
+    BlockDevice,
+    Budget,
+    NodeClassPlan,
+    NodePoolPlan,
+    Requirement,
+    ReservationTerm,
+    Toleration,
+)
 from llmdeploy.spec.sections import Spec
+
+
+def _distinct(values: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))
 
 
 def nodepool_plan(
     spec: Spec, instance: Instance, name: str, labels: tuple[KV, ...]
 ) -> NodePoolPlan:
+    allowed = allowed_instances(spec, instance)
     reqs = [
-        Requirement("node.kubernetes.io/instance-type", "In", (instance.name,)),
-        Requirement("karpenter.k8s.aws/instance-family", "In", (instance.family,)),
+        # The binding list: every type that serves the sized plan (plan.capacity); the label
+        # requirements below state the same plan in Karpenter's well-known labels.
+        Requirement("node.kubernetes.io/instance-type", "In", tuple(i.name for i in allowed)),
+        Requirement(
+            "karpenter.k8s.aws/instance-family", "In", _distinct([i.family for i in allowed])
+        ),
         Requirement("karpenter.k8s.aws/instance-gpu-manufacturer", "In", ("nvidia",)),
         Requirement("karpenter.k8s.aws/instance-gpu-name", "In", (instance.gpu.karpenter_name,)),
-        Requirement("karpenter.sh/capacity-type", "In", tuple(spec.cluster.capacity_types)),
+        Requirement("karpenter.k8s.aws/instance-gpu-count", "In", (str(instance.gpu_count),)),
+    ]
+    if instance.gpu_mem_mib_ec2 is not None:  # a100 names both A100 40GB and 80GB
+        reqs.append(
+            Requirement(
+                "karpenter.k8s.aws/instance-gpu-memory", "In", (str(instance.gpu_mem_mib_ec2),)
+            )
+        )
+    reqs += [
+        Requirement("karpenter.sh/capacity-type", "In", capacity_type_values(spec)),
         Requirement("kubernetes.io/arch", "In", (instance.arch,)),
         Requirement("kubernetes.io/os", "In", ("linux",)),
     ]
@@ -46,6 +75,10 @@ def nodepool_plan(
 
 # Container images and system files on the root volume, GiB (vLLM and Triton images are 10-20 GB).
 ROOT_VOLUME_SYSTEM_GIB = 80
+# Bottlerocket's OS volume; images, logs and ephemeral storage go on its second, data volume
+# (aws/karpenter-provider-aws@v1.14.1 pkg/providers/amifamily/bottlerocket.go
+# DefaultBlockDeviceMappings :183-200: /dev/xvda 4Gi, EphemeralBlockDevice /dev/xvdb).
+BOTTLEROCKET_OS_VOLUME = "4Gi"
 
 
 def root_volume_gib(spec: Spec, instance: Instance, pod_ephemeral_gib: int) -> int:
@@ -57,16 +90,51 @@ def root_volume_gib(spec: Spec, instance: Instance, pod_ephemeral_gib: int) -> i
     return max(spec.cluster.root_volume_gib, ROOT_VOLUME_SYSTEM_GIB + pods * pod_ephemeral_gib)
 
 
+def ami_alias(spec: Spec, instance: Instance) -> str:
+    """The pinned alias, or the newest AMI release llmdeploy knows for the cluster's minor."""
+    return spec.cluster.ami_alias or amis.default_alias(
+        spec.cluster.kubernetes_version, instance.arch
+    )
+
+
+def block_devices(alias: str, size_gib: int) -> tuple[BlockDevice, ...]:
+    if amis.split_alias(alias)[0] == "bottlerocket":
+        return (
+            BlockDevice("/dev/xvda", BOTTLEROCKET_OS_VOLUME, root_volume=False),
+            BlockDevice("/dev/xvdb", f"{size_gib}Gi", root_volume=True),
+        )
+    return (BlockDevice("/dev/xvda", f"{size_gib}Gi", root_volume=True),)
+
+
+def reservation_terms(spec: Spec) -> tuple[ReservationTerm, ...]:
+    out = []
+    for term in spec.cluster.capacity_reservations:
+        fields = (
+            ("id", term.id),
+            ("ownerID", term.owner_id),
+            ("instanceMatchCriteria", term.instance_match_criteria),
+        )
+        out.append(
+            ReservationTerm(
+                tags=tuple(KV(k, v) for k, v in sorted((term.tags or {}).items())),
+                entries=tuple(KV(key, value) for key, value in fields if value is not None),
+            )
+        )
+    return tuple(out)
+
+
 def nodeclass_plan(
     spec: Spec, instance: Instance, name: str, labels: tuple[KV, ...], pod_ephemeral_gib: int
 ) -> NodeClassPlan:
+    alias = ami_alias(spec, instance)
     return NodeClassPlan(
         name=name,
         labels=labels,
         role=spec.cluster.node_role,
-        ami_alias=spec.cluster.ami_alias,
+        ami_alias=alias,
         discovery_tag=spec.cluster.discovery_tag or spec.cluster.name,
-        root_volume=f"{root_volume_gib(spec, instance, pod_ephemeral_gib)}Gi",
+        block_devices=block_devices(alias, root_volume_gib(spec, instance, pod_ephemeral_gib)),
         instance_store_raid0=instance.local_nvme_gb > 0,
         tags=(KV("llmdeploy.dev/deployment", f"{spec.namespace}.{spec.name}"),),
+        reservation_terms=reservation_terms(spec),
     )

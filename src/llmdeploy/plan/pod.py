@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING
 
 from llmdeploy.catalog.ec2 import Instance
+from llmdeploy.plan.capacity import allowed_instances, pod_share
 from llmdeploy.plan.names import pool_name
 from llmdeploy.plan.types import (
     KV,
@@ -33,26 +34,37 @@ SHM_GIB_PER_GPU = 2
 SHM_GIB_MAX = 32
 
 
+# The least a serving pod can run with, whatever the node: one core, and 4 GiB for its processes
+# beside the /dev/shm tmpfs, which counts against the memory limit. A node whose share after
+# the DaemonSet reserve is smaller cannot run the pod (llmdeploy's floor, not a measurement).
+POD_FLOOR_CPU_MILLI = 1000
+POD_FLOOR_MEMORY_MIB = 4096
+
+
 def pods_per_node(instance: Instance, tp: int) -> int:
     return instance.pods_per_node(tp)
 
 
-def pod_resources(instance: Instance, tp: int, ephemeral_gib: int | None) -> Resources:
-    """CPU and memory as this pod's share of the node's allocatable, never more than fits
-    (``catalog.Instance.pod_share``); whole cores, requests equal limits (Guaranteed QoS)."""
-    cpu_milli, mem_mib = instance.pod_share(tp)
-    cpu = max(1, cpu_milli // 1000)
-    mem_gib = max(4, mem_mib // 1024)
+def pod_resources(spec: Spec, instance: Instance, ephemeral_gib: int | None) -> Resources:
+    """CPU and memory as this pod's share of the smallest node the NodePool allows
+    (``plan.capacity``): never more than fits beside the DaemonSet reserve on any allowed type;
+    whole cores, requests equal limits (Guaranteed QoS)."""
+    tp = spec.hardware.tensor_parallel
+    cpu_milli, mem_mib = pod_share(spec, allowed_instances(spec, instance))
     return Resources(
-        cpu=str(cpu),
-        memory=f"{mem_gib}Gi",
+        cpu=str(max(1, cpu_milli // 1000)),
+        memory=f"{max(4, mem_mib // 1024)}Gi",
         ephemeral_storage=f"{ephemeral_gib}Gi" if ephemeral_gib else None,
         gpus=tp,
     )
 
 
+def shm_gib(tp: int) -> int:
+    return min(SHM_GIB_MAX, max(2, SHM_GIB_PER_GPU * tp))
+
+
 def shm_size(tp: int) -> str:
-    return f"{min(SHM_GIB_MAX, max(2, SHM_GIB_PER_GPU * tp))}Gi"
+    return f"{shm_gib(tp)}Gi"
 
 
 def startup_budget_seconds(spec: Spec, model_gib: float, downloads_in_main: bool) -> int:

@@ -131,15 +131,32 @@ class NodePoolPlan:
 
 
 @dataclass(frozen=True)
+class ReservationTerm:
+    """One EC2NodeClass capacityReservationSelectorTerms entry: its tags, and its other fields
+    (id, ownerID, instanceMatchCriteria) as key-value entries in the CRD's spelling."""
+
+    tags: tuple[KV, ...]
+    entries: tuple[KV, ...]
+
+
+@dataclass(frozen=True)
+class BlockDevice:
+    device_name: str
+    size: str
+    root_volume: bool  # the volume Karpenter counts as the node's ephemeral storage
+
+
+@dataclass(frozen=True)
 class NodeClassPlan:
     name: str
     labels: tuple[KV, ...]
     role: str
     ami_alias: str
     discovery_tag: str
-    root_volume: str
+    block_devices: tuple[BlockDevice, ...]
     instance_store_raid0: bool
     tags: tuple[KV, ...]
+    reservation_terms: tuple[ReservationTerm, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,19 @@ def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True)
         **extra,  # type: ignore[arg-type]
     )
     sizing = size_for_hardware(
-        base, spec.hardware.instance_type, spec.hardware.instance_family, suggest=suggest
+        base,
+        spec.hardware.instance_type,
+        spec.hardware.instance_family,
+        suggest=suggest,
+        reserve=reserve_of(spec),
     )
     return dataclasses.replace(sizing, notices=checkpoint.notices)
+
+
+def reserve_of(spec: Spec) -> catalog.Reserve:
+    """The spec's DaemonSet reserve (``cluster.daemonSetReserve``) in catalog units."""
+    r = spec.cluster.daemon_set_reserve
+    return catalog.Reserve(cpu_millicores=r.cpu_millicores, memory_mib=r.memory_mib)
 
 
 def request_from_options(

@@ -40,8 +40,10 @@ def size_for_hardware(
     instance_family: str | None,
     *,
     suggest: bool = True,
+    reserve: catalog.Reserve = catalog.DEFAULT_RESERVE,
 ) -> Sizing:
-    """Size on ``instance_type``, or on the cheapest size of ``instance_family`` that fits."""
+    """Size on ``instance_type``, or on the cheapest size of ``instance_family`` that fits and
+    hosts the pod beside the DaemonSet ``reserve``."""
     finish = size if suggest else compute
     if instance_type is not None:
         inst = catalog.instance(instance_type)
@@ -70,7 +72,7 @@ def size_for_hardware(
     ordered = sorted(members, key=lambda i: _price_key(i, base.tp))
     # Enough GPUs, and host CPU/memory for the pod (catalog.Instance.hosts_pod); fall back to
     # GPU count alone when no size of the family has the host resources.
-    valid = [m for m in ordered if m.hosts_pod(base.tp)] or [
+    valid = [m for m in ordered if m.hosts_pod(base.tp, reserve)] or [
         m for m in ordered if m.gpu_count >= base.tp
     ]
     for inst in valid:

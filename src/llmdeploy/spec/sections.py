@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from llmdeploy.engines import registry
+from llmdeploy.spec.cluster import Cluster
 from llmdeploy.spec.fields import (
     DNS1123_LABEL,
-    DURATION,
     INSTANCE_FAMILY,
     INSTANCE_TYPE,
     S3_ACCESS_HINT,
@@ -35,7 +35,6 @@ KIND = "ModelDeployment"
 
 Quantization = Literal["none", "fp8", "int8", "int4-awq", "int4-gptq"]
 KvCacheDtype = Literal["auto", "fp8"]
-CapacityType = Literal["on-demand", "spot", "reserved"]
 
 # Where the Prometheus address's credentials belong instead (check_no_credentials).
 PROMETHEUS_AUTH_HINT = (
@@ -262,39 +261,6 @@ class Autoscaling(SpecModel):
         if self.min_replicas > self.max_replicas:
             raise ValueError("`minReplicas` must not exceed `maxReplicas`")
         return self
-
-
-class Cluster(SpecModel):
-    name: str = Field(..., min_length=1, max_length=100, description="EKS cluster name.")
-    node_role: str = Field(
-        ..., min_length=1, description="IAM role for Karpenter nodes (EC2NodeClass `role`)."
-    )
-    discovery_tag: str | None = Field(
-        None,
-        description=(
-            "Value of the `karpenter.sh/discovery` tag on subnets and security groups; "
-            "defaults to the cluster name."
-        ),
-    )
-    capacity_types: tuple[CapacityType, ...] = Field(
-        ("on-demand",),
-        min_length=1,
-        strict=False,  # a YAML list
-        description="Karpenter capacity types, in preference.",
-    )
-    gpu_limit: int = Field(64, ge=1, le=100_000, description="NodePool limit on nvidia.com/gpu.")
-    ami_alias: str = Field(
-        "al2023@v20251108",
-        description=(
-            "EC2NodeClass AMI alias, pinned (al2023@vYYYYMMDD or bottlerocket@vX.Y.Z); "
-            "`@latest` drifts and replaces GPU nodes."
-        ),
-        pattern=r"^(al2023|bottlerocket)@(v[0-9][0-9.]*|latest)$",
-    )
-    root_volume_gib: int = Field(
-        200, ge=20, le=16384, description="Root EBS volume size (images + model cache)."
-    )
-    expire_after: str = Field("720h", description="NodePool expireAfter.", pattern=DURATION.pattern)
 
 
 class Startup(SpecModel):

@@ -80,7 +80,7 @@ def plan_triton(
             Mount("dshm", "/dev/shm"),
             Mount(TMP_VOLUME, "/tmp"),
         ),
-        resources=pod_resources(instance, tp, ephemeral_gib),
+        resources=pod_resources(spec, instance, ephemeral_gib),
         startup_probe=startup_probe(t.readiness_path, "http", budget),
         readiness_probe=readiness_probe(t.readiness_path, "http"),
         liveness_probe=liveness_probe(t.liveness_path, "http"),

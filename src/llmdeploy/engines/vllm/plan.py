@@ -157,7 +157,7 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         env=tuple(env),
         ports=(Port("http", HTTP_PORT),),
         mounts=tuple(mounts),
-        resources=pod_resources(instance, tp, ephemeral_gib),
+        resources=pod_resources(spec, instance, ephemeral_gib),
         startup_probe=startup_probe("/health", "http", budget),
         readiness_probe=readiness_probe("/health", "http"),
         liveness_probe=liveness_probe("/health", "http"),
