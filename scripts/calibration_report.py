@@ -2,7 +2,7 @@
 """Per-case error table of the GPU-memory calculator against real vLLM start-up logs.
 
 Usage: python scripts/calibration_report.py [--calibration PATH]
-(or env LLMDEPLOY_CALIBRATION; default ../shared/sizing/calibration.yaml next to the repo).
+(or env LLMDEPLOY_CALIBRATION; default tests/data/calibration/vllm-startup.yaml in the repo).
 
 For every case: predicted vs observed weights GiB and KV-cache GiB (per GPU), the block count
 and token capacity the observed KV GiB gives with our bytes per token (exact up to the log's
@@ -30,7 +30,7 @@ from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.types import SizingRequest
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_PATH = REPO.parent / "shared" / "sizing" / "calibration.yaml"
+DEFAULT_PATH = REPO / "tests" / "data" / "calibration" / "vllm-startup.yaml"
 BASELINE_MAX_MODEL_LEN = 8192  # the sweep's baseline when a report row omits it
 
 _GPU_WORDS = (
@@ -216,8 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--calibration",
-        help="calibration.yaml (default: "
-        "$LLMDEPLOY_CALIBRATION or ../shared/sizing/calibration.yaml)",
+        help="calibration cases (default: "
+        "$LLMDEPLOY_CALIBRATION or tests/data/calibration/vllm-startup.yaml)",
     )
     args = parser.parse_args(argv)
     path = calibration_path(args.calibration)

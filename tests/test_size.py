@@ -43,8 +43,9 @@ def _script() -> ModuleType:
 
 
 REPORT = _script()
-CALIBRATION = REPORT.calibration_path(None)
-CASES: list[dict[str, Any]] = REPORT.load_cases(CALIBRATION) if CALIBRATION.is_file() else []
+# In the repository (tests/data/calibration/, each case with its source): never skipped.
+CALIBRATION = REPORT.DEFAULT_PATH
+CASES: list[dict[str, Any]] = REPORT.load_cases(CALIBRATION)
 # Cases the calculator refuses, with the reason (the test fails if this list drifts).
 EXCLUDED: dict[str, str] = {}
 
@@ -56,10 +57,13 @@ def _case_ids() -> list[str]:
 # --- calibration ------------------------------------------------------------------------------
 
 
-def test_calibration_file_is_present() -> None:
-    if not CALIBRATION.is_file():
-        pytest.skip(f"calibration data not found at {CALIBRATION} (shared/ not beside the repo)")
+def test_calibration_cases_are_in_the_repository_with_their_sources() -> None:
+    assert CALIBRATION.is_relative_to(REPO)
     assert len(CASES) >= 15
+    for case in CASES:
+        source = case["source"]
+        assert source["repo"] and source["commit"] and source["url"].startswith("https://"), case
+        assert case["quote"], case["id"]
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_ids())
@@ -83,8 +87,6 @@ def test_calibration_case(case: dict[str, Any]) -> None:
 
 
 def test_calibration_report_script_prints_every_case(capsys: pytest.CaptureFixture[str]) -> None:
-    if not CALIBRATION.is_file():
-        pytest.skip("calibration data not found")
     assert REPORT.main(["--calibration", str(CALIBRATION)]) == 0
     out = capsys.readouterr().out
     for case in CASES:

@@ -16,12 +16,12 @@ from llmdeploy.engines.vllm.flags import (
     FLAGS,
     SERVE_COMMAND,
     UnsupportedFlagError,
-    UnsupportedVersionError,
     build_args,
     command_for,
     metric_name,
     parse_version,
 )
+from llmdeploy.errors import UnsupportedVersionError
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 

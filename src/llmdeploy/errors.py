@@ -162,6 +162,12 @@ class UnsupportedFlagError(LlmdeployError):
         self.reason = reason
 
 
+class UnsupportedVersionError(LlmdeployError, ValueError):
+    """A version string that is not a release, or older than llmdeploy supports."""
+
+    exit_code = ExitCode.SPEC
+
+
 class DriftError(LlmdeployError):
     exit_code = ExitCode.DRIFT
 

@@ -42,6 +42,7 @@ class Rendered:
     report: CheckReport
     warnings: tuple[Diagnostic, ...] = ()  # every warning and note, located; the CLI prints them
     notices: tuple[Notice, ...] = ()  # the later stages' part of them, as they reported it
+    executables: frozenset[str] = frozenset()  # files the plan marks executable (ExtraFile)
 
 
 def yaml_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
@@ -148,6 +149,7 @@ def render_loaded(
         report=report,
         warnings=sized.warnings + _at(loaded, the_plan.notices),
         notices=sizing.notices + the_plan.notices,
+        executables=frozenset(e.filename for e in the_plan.extra_files if e.executable),
     )
 
 

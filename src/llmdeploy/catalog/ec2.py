@@ -5,6 +5,14 @@ The CSV files under ``llmdeploy/catalog/data/`` are copies of
 instance-type reference at aws/karpenter-provider-aws@1d927085, instances.vantage.sh prices,
 NVIDIA datasheets). ``?`` means "not verified" and is loaded as ``None``; nothing here guesses a
 missing number.
+
+``gpus.csv`` has one column more than the shared copy: ``karpenter_gpu_name``, the value of
+Karpenter's well-known label ``karpenter.k8s.aws/instance-gpu-name`` on instances with that GPU
+(Karpenter lower-kebab-cases the name EC2 gives the GPU, so it is not always a word of the model
+name: the RTX PRO 6000 Blackwell Server Edition of g7e is ``rtx-pro-server-6000``). Every value
+is the one aws/karpenter-provider-aws@1d927085 website/content/en/docs/reference/instance-types.md
+lists, except ``gb200``, which has no instance type there yet (unverified). A GPU is one row:
+nothing else in the code lists GPUs.
 """
 
 from __future__ import annotations
@@ -18,24 +26,6 @@ from importlib import resources
 # Measured on real hardware (shared/reference/README.md, "Units"): an H200 reports 143771 MiB
 # in nvidia-smi; the CSV still has "?" in that cell.
 _NVIDIA_SMI_MIB_OVERRIDES = {"NVIDIA H200 SXM 141GB": 143771}
-
-# Value of the Karpenter well-known label karpenter.k8s.aws/instance-gpu-name per GPU model
-# (lower-case EC2 GpuInfo name; Karpenter docs, concepts/scheduling.md: e.g. "t4").
-_KARPENTER_GPU_NAME = {
-    "t4": "t4",
-    "a10g": "a10g",
-    "l4": "l4",
-    "l40s": "l40s",
-    "v100_16": "v100",
-    "v100_32": "v100",
-    "a100_40": "a100",
-    "a100_80": "a100",
-    "h100": "h100",
-    "h200": "h200",
-    "b200": "b200",
-    "b300": "b300",
-    "gb200": "gb200",
-}
 
 
 @dataclass(frozen=True)
@@ -138,6 +128,13 @@ def _int(cell: str) -> int | None:
     return None if value is None else int(value)
 
 
+def _required(row: dict[str, str], column: str) -> str:
+    value = (row.get(column) or "").strip()
+    if not value or value == "?":
+        raise ValueError(f"catalog row {row.get('gpu_key')!r}: {column} is missing")
+    return value
+
+
 def _rows(name: str) -> list[dict[str, str]]:
     text = resources.files("llmdeploy.catalog").joinpath("data", name).read_text(encoding="utf-8")
     return list(csv.DictReader(text.splitlines()))
@@ -163,7 +160,7 @@ def gpus() -> dict[str, Gpu]:
             mem_mib_nvidia_smi=mib,
             mem_bw_gbs=_num(row["mem_bw_gbs"]),
             fp8=row["fp8_supported"].strip() == "yes",
-            karpenter_name=_KARPENTER_GPU_NAME[row["gpu_key"]],
+            karpenter_name=_required(row, "karpenter_gpu_name"),
         )
     return out
 

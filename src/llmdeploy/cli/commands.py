@@ -332,8 +332,7 @@ def _render(
         prefix = f"{res.loaded.spec.name}/" if fleet else ""
         for name, text in res.files:
             files[prefix + name] = text
-            if name.endswith(".sh"):
-                executable.add(prefix + name)
+        executable.update(prefix + name for name in res.executables)
     if fleet:
         head = render.header("a fleet of specs", command)
         subdirs = [f"{res.loaded.spec.name}" for res in results]
@@ -363,7 +362,7 @@ def _render(
         return
     root = Path(output)
     if check:
-        diff = write.diff_tree(root, files)
+        diff = write.diff_tree(root, files, executable)
         if diff:
             raise DriftError(f"{root} differs from what the spec renders; run: {command}", diff)
         _err(f"{root}: up to date ({len(files)} files)")

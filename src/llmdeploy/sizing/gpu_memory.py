@@ -21,7 +21,7 @@ class GpuMemory:
 
 # Measured torch/vLLM totals per GPU (GiB).
 MEASURED_TOTAL_GIB: dict[str, tuple[float, str]] = {
-    "h100": (79.19, "vLLM-logged total, shared/sizing/calibration.yaml (all 15 cases)"),
+    "h100": (79.19, "vLLM-logged total of every H100 calibration case, tests/data/calibration"),
     "h200": (139.80, "torch.cuda.mem_get_info() on an H200, shared/reference/README.md"),
     "a100_80": (79.15, "vLLM-logged total, shared/reference/vllm.md §1"),
     "l40s": (44.42, "vLLM-logged total, shared/reference/vllm.md §1"),
@@ -51,25 +51,34 @@ def _by_key() -> dict[str, catalog.Gpu]:
     return {g.key: g for g in catalog.gpus().values()}
 
 
+def _ratio(key: str) -> float | None:
+    """torch total / nvidia-smi total of a measured GPU."""
+    gpu = _by_key().get(key)
+    smi = _nvidia_smi_gib(gpu) if gpu is not None else None
+    return MEASURED_TOTAL_GIB[key][0] / smi if smi else None
+
+
 def gpu_memory(gpu: catalog.Gpu) -> GpuMemory | None:
-    """Usable total per GPU, or None when neither measured nor derivable."""
+    """Usable total per GPU, or None when neither measured nor derivable.
+
+    An unmeasured GPU takes the torch/nvidia-smi ratio of its sibling in ``DERIVE_FROM``; a GPU
+    with no sibling named there (a new catalog row) the lowest ratio measured on any GPU, the
+    cautious choice."""
     if gpu.key in MEASURED_TOTAL_GIB:
         total, source = MEASURED_TOTAL_GIB[gpu.key]
         return GpuMemory(total, source)
-    sibling_key = DERIVE_FROM.get(gpu.key)
     smi = _nvidia_smi_gib(gpu)
-    sibling = _by_key().get(sibling_key or "")
-    if sibling_key is None or smi is None or sibling is None:
+    named = DERIVE_FROM.get(gpu.key)
+    ratios = {k: r for k in ([named] if named else MEASURED_TOTAL_GIB) if (r := _ratio(k))}
+    if smi is None or not ratios:
         return None
-    sib_smi = _nvidia_smi_gib(sibling)
-    if sib_smi is None:
-        return None
-    measured, _ = MEASURED_TOTAL_GIB[sibling_key]
-    ratio = measured / sib_smi
+    sibling_key = min(ratios, key=ratios.__getitem__)
+    ratio, sibling = ratios[sibling_key], _by_key()[sibling_key]
+    why = "" if named else "; no sibling named, so the lowest ratio measured on any GPU"
     return GpuMemory(
         round(smi * ratio, 2),
         f"derived: nvidia-smi {gpu.mem_mib_nvidia_smi} MiB x {ratio:.4f} (torch/nvidia-smi "
-        f"ratio measured on {sibling.model}); not measured on this GPU",
+        f"ratio measured on {sibling.model}{why}); not measured on this GPU",
     )
 
 

@@ -8,10 +8,11 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from llmdeploy import versions
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.models import load_architecture
 from llmdeploy.engines import registry
-from llmdeploy.errors import UsageError
+from llmdeploy.errors import UnsupportedVersionError, UsageError
 from llmdeploy.sizing import gpu_memory
 from llmdeploy.sizing.checkpoint import resolve as resolve_checkpoint
 from llmdeploy.sizing.suggest import size_for_hardware
@@ -81,6 +82,11 @@ def request_from_options(
             raise UsageError(f"{label} {value!r}: expected one of {', '.join(allowed)}")
     if tp < 1:
         raise UsageError(f"--tp {tp}: must be >= 1")
+    if engine_version is not None:
+        try:  # an image tag's v0.19.0 is release 0.19.0 (llmdeploy.versions)
+            engine_version = versions.canonical(engine_version)
+        except UnsupportedVersionError as exc:
+            raise UsageError(f"--engine-version: {exc.message}") from None
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
         raise UsageError("--gpu-memory-utilization must be in (0, 1]")
     arch = load_architecture(model, base_dir)

@@ -12,10 +12,12 @@ from typing import Annotated
 from pydantic import AfterValidator, BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from llmdeploy import versions
+from llmdeploy.errors import UnsupportedVersionError
+
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 INSTANCE_FAMILY = re.compile(r"^[a-z][a-z0-9-]*$")
-VERSION = re.compile(r"^\d+\.\d+(\.\d+)?([.-]?(post|rc)\d+)?$")
 DURATION = re.compile(r"^(([0-9]+(s|m|h))+|Never)$")
 IMAGE = re.compile(
     r"^(?P<name>[a-z0-9]+([._-][a-z0-9]+)*(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*)"
@@ -155,6 +157,19 @@ class SpecModel(BaseModel):
         strict=True,
         use_attribute_docstrings=False,
     )
+
+
+def check_release(v: str) -> str:
+    """An engine release as ``llmdeploy.versions`` reads it, spelt as it goes into the image tag
+    after its ``v``: ``v0.19.0`` is accepted as ``0.19.0``; a local tag (``+cu128``) or
+    surrounding blanks cannot be part of a tag and are refused."""
+    problem = ValueError(f"not a release version: {v!r} (expected e.g. 0.19.0)")
+    if v != v.strip() or "+" in v:
+        raise problem
+    try:
+        return versions.canonical(v)
+    except UnsupportedVersionError:
+        raise problem from None
 
 
 def check_pinned_image(v: str | None) -> str | None:

@@ -24,12 +24,12 @@ Sources (short names used in the rows):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
+from llmdeploy import versions
 from llmdeploy.errors import UnsupportedFlagError
 
 # Triton `nvcr.io/nvidia/tritonserver:<v>-trtllm-python-py3` → TensorRT-LLM inside it (COMPAT).
@@ -71,16 +71,11 @@ TRITON_TO_TRTLLM: Mapping[str, str] = MappingProxyType(
 TRACKED_FROM = "0.12.0"
 ENGINE_BUILD_REMOVED_IN = "1.3.0"  # REMOVAL: gone on main after the 1.2.x line
 
-_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)")
-
 
 def version_key(version: str) -> tuple[int, int, int]:
-    """Release order of a TensorRT-LLM version ("0.17.0.post1" sorts as 0.17.0)."""
-    match = _VERSION.match(version)
-    if match is None:
-        raise ValueError(f"not a TensorRT-LLM version: {version!r}")
-    major, minor, patch = match.groups()
-    return int(major), int(minor), int(patch)
+    """Release order of a TensorRT-LLM version (``llmdeploy.versions.parse``: "0.17.0.post1"
+    sorts as 0.17.0)."""
+    return versions.parse(version, "TensorRT-LLM")
 
 
 def in_range(version: str, since: str | None, until: str | None) -> bool:

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
+from llmdeploy.engines.vllm.flags import Version, parse_version
 from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
 from llmdeploy.sizing import gpu_memory
 from llmdeploy.sizing import memory as mem
@@ -17,18 +18,11 @@ from llmdeploy.sizing.parallel import hopper
 from llmdeploy.sizing.types import MemoryBudget, SizingRequest
 
 
-def parse_version(text: str) -> tuple[int, int, int]:
-    parts = [int(p) for p in text.replace("-", ".").split(".")[:3] if p.isdigit()]
-    while len(parts) < 3:
-        parts.append(0)
-    return parts[0], parts[1], parts[2]
-
-
 @dataclass(frozen=True)
 class VllmFacts:
     """What changes across vLLM releases (each row cited in docs/sizing.md)."""
 
-    version: tuple[int, int, int]
+    version: Version
     v1: bool  # V1 engine is the default from 0.8.0
     large_batch_defaults: bool  # >= 70 GiB non-A100 GPUs: 8192 tokens / 1024 seqs (>= 0.9.0)
     sampler_bytes: float  # profiled sampler bytes per (request x vocab) element

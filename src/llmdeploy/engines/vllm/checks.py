@@ -7,10 +7,9 @@ flag the pinned release does not accept is an error of ``size`` too, not only of
 from __future__ import annotations
 
 from llmdeploy.engines.vllm.budget import vllm_facts
-from llmdeploy.engines.vllm.flags import UnsupportedVersionError
 from llmdeploy.engines.vllm.options import server_args
 from llmdeploy.engines.vllm.spec import VllmEngine
-from llmdeploy.errors import Diagnostic, UnsupportedFlagError
+from llmdeploy.errors import Diagnostic, UnsupportedFlagError, UnsupportedVersionError
 from llmdeploy.spec.sections import Spec
 
 

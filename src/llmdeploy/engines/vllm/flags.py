@@ -22,13 +22,13 @@ Pure data and functions: no I/O.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Literal
 
-from llmdeploy import errors
+from llmdeploy import errors, versions
+from llmdeploy.errors import UnsupportedVersionError
 
 DEFAULT_VLLM_VERSION: Final = "0.19.0"
 OLDEST_SUPPORTED_VERSION: Final = "0.6.0"
@@ -51,7 +51,7 @@ FlagKind = Literal["value", "bool_store_true", "bool_optional", "bool_value"]
 ValueType = Literal["int", "float", "str", "str_list"]
 Entrypoint = Literal["serve", "api_server"]
 Metric = Literal["waiting", "running", "kv_usage"]
-Version = tuple[int, int, int]
+Version = versions.Version
 
 SERVE_COMMAND: Final = ("vllm", "serve")
 API_SERVER_COMMAND: Final = ("python3", "-m", "vllm.entrypoints.openai.api_server")
@@ -68,12 +68,6 @@ class UnsupportedFlagError(errors.UnsupportedFlagError, ValueError):
         super().__init__(flag, version, reason)
         self.message = f"{flag} is not supported by vLLM {version}: {reason}"
         self.args = (self.message,)
-
-
-class UnsupportedVersionError(errors.LlmdeployError, ValueError):
-    """The version string cannot be parsed, or is older than llmdeploy supports."""
-
-    exit_code = errors.ExitCode.SPEC
 
 
 @dataclass(frozen=True)
@@ -640,20 +634,11 @@ _METRICS: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 
-_VERSION_RE: Final = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?(?:[.+\-]?[0-9A-Za-z.+\-]*)?$")
-
 
 def parse_version(v: str) -> Version:
-    """'0.19.0' / 'v0.19.0' / '0.8.5.post1' / '0.10.1.1' / '0.20.0rc1' -> (major, minor, patch).
-
-    A fourth component, post-release, pre-release or local tag is dropped: 0.8.5.post1 counts
-    as 0.8.5 and 0.20.0rc1 as 0.20.0.
-    """
-    m = _VERSION_RE.match(v.strip())
-    if m is None:
-        raise UnsupportedVersionError(f"not a vLLM version: {v!r}")
-    major, minor, patch = m.group(1), m.group(2), m.group(3)
-    return int(major), int(minor), int(patch or 0)
+    """(major, minor, patch) of a vLLM release: ``llmdeploy.versions.parse`` (``v0.19.0`` is
+    0.19.0; 0.8.5.post1 counts as 0.8.5, 0.10.1.1 as 0.10.1 and 0.20.0rc1 as 0.20.0)."""
+    return versions.parse(v, "vLLM")
 
 
 def _checked(version: str) -> Version:

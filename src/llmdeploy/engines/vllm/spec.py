@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from llmdeploy.spec.fields import VERSION, EngineSection, check_pinned_image
+from llmdeploy.spec.fields import EngineSection, check_pinned_image, check_release
 
 DEFAULT_VLLM_VERSION = "0.19.0"
 
@@ -14,7 +14,8 @@ DEFAULT_VLLM_VERSION = "0.19.0"
 class VllmEngine(EngineSection):
     type: Literal["vllm"] = "vllm"
     version: str = Field(
-        DEFAULT_VLLM_VERSION, description="vLLM release; flags are rendered for this version."
+        DEFAULT_VLLM_VERSION,
+        description="vLLM release (`v0.19.0` is `0.19.0`); flags are rendered for this version.",
     )
     image: str | None = Field(
         None,
@@ -33,9 +34,7 @@ class VllmEngine(EngineSection):
     @field_validator("version")
     @classmethod
     def _version(cls, v: str) -> str:
-        if not VERSION.fullmatch(v):
-            raise ValueError(f"not a release version: {v!r} (expected e.g. 0.19.0)")
-        return v
+        return check_release(v)
 
 
 SECTION = VllmEngine
