@@ -78,6 +78,13 @@ class Out:
     def containers(self) -> list[dict[str, Any]]:
         return [*self.pod.get("initContainers", []), *self.pod["containers"]]
 
+    @property
+    def service_account(self) -> dict[str, Any]:
+        """The ServiceAccount the serving pods run as (a build Job may have its own)."""
+        name = self.pod["serviceAccountName"]
+        (sa,) = [d for d in self.all("ServiceAccount") if d["metadata"]["name"] == name]
+        return sa
+
 
 def _render(loaded: load.LoadedSpec, crds: object) -> Out:
     result = pipeline.render_loaded(loaded, header_command="llmdeploy render test", crds=crds)
@@ -153,9 +160,10 @@ def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 
 
 def loaded_gib(out: Out) -> float:
-    """What the server reads at start: vLLM the checkpoint's files as stored (for runtime FP8
-    the 16-bit ones), Triton the built engine (about its weights in GPU memory)."""
-    return out.sizing.checkpoint_gib if out.spec.engine.type == "vllm" else out.weights_gib
+    """What the server reads at start: vLLM and trtllm-serve the checkpoint's files as stored
+    (for runtime FP8 the 16-bit ones), Triton the built engine (about its weights in GPU
+    memory)."""
+    return out.weights_gib if out.server["name"] == "triton" else out.sizing.checkpoint_gib
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -165,8 +173,9 @@ def test_startup_probe_covers_download_load_and_warmup(preset: str, crds: object
     budget = probe_window(out.server["startupProbe"])
     gbits = loaded_gib(out) * 2**30 * 8 / 1e9
     needed = gbits / st.disk_read_gbps + st.warmup_seconds
-    downloads_in_server = (
-        out.spec.engine.type == "vllm" and out.spec.model.loading.mode == "huggingface"
+    # The server downloads from the Hub itself unless an init container stages the files.
+    downloads_in_server = out.spec.model.loading.mode == "huggingface" and not out.pod.get(
+        "initContainers"
     )
     if downloads_in_server:
         needed += gbits / st.download_gbps
@@ -426,9 +435,15 @@ def test_service_monitor_scrapes_a_port_of_the_service(preset: str, crds: object
     names = {p["name"] for p in service["spec"]["ports"]}
     for endpoint in monitor["spec"]["endpoints"]:
         assert endpoint["port"] in names
-        assert endpoint["path"] == "/metrics"
+        assert endpoint["path"] == METRICS_PATH[out.server["name"]]
     for port in service["spec"]["ports"]:
         _container_port(out, port["targetPort"])  # every targetPort names a container port
+
+
+# Where each server serves Prometheus text: vLLM and Triton on /metrics (vllm.md §6,
+# trtllm.md §5); trtllm-serve's /metrics is JSON iteration stats, Prometheus text is mounted at
+# /prometheus/metrics (tensorrt_llm/serve/openai_server.py mount_metrics, TensorRT-LLM PR #5785).
+METRICS_PATH = {"vllm": "/metrics", "triton": "/metrics", "trtllm-serve": "/prometheus/metrics"}
 
 
 def test_pod_monitor_variant_scrapes_a_container_port(crds: object) -> None:
@@ -455,6 +470,17 @@ VLLM_GONE = {
     "vllm:cpu_cache_usage_perc",
 }
 METRIC = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\{")
+# trtllm-serve 1.1/1.2 on /prometheus/metrics: five metrics, no prefix (NVIDIA/TensorRT-LLM
+# tensorrt_llm/metrics/collector.py @ 89fd9b74; NVIDIA Dynamo docs: "1.1.0rc5 exposes 5 basic
+# Prometheus metrics"); the trtllm_ names and the queue gauge come with PR #12545 (1.3).
+TRTLLM_SERVE_1_2 = {
+    "request_success_total",
+    "e2e_request_latency_seconds",
+    "time_to_first_token_seconds",
+    "time_per_output_token_seconds",
+    "request_queue_time_seconds",
+}
+HISTOGRAM_SERIES = ("_sum", "_count", "_bucket")
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -474,6 +500,12 @@ def test_keda_query_uses_a_metric_the_pinned_version_exports(preset: str, crds: 
     if engine.type == "vllm":
         assert metrics == {"vllm:num_requests_waiting"}, metrics
         assert not metrics & VLLM_GONE
+    elif out.server["name"] == "trtllm-serve":
+        assert out.server["image"].rsplit(":", 1)[1].startswith("1.2.")
+        (metric,) = metrics
+        base, series = metric[: -len("_sum")], metric[-len("_sum") :]
+        assert base in TRTLLM_SERVE_1_2 and series in HISTOGRAM_SERIES, metric
+        assert query.startswith("sum(rate(") and 'pod=~"' in query
     else:
         # Triton >= 25.04 (TensorRT-LLM >= 0.18.2) has request_type="waiting" (trtllm.md §5).
         year, month = (int(x) for x in engine.triton_version.split("."))
@@ -504,7 +536,7 @@ def test_security_context_is_hardened(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
     pod = out.pod
     assert pod["automountServiceAccountToken"] is False
-    assert out.one("ServiceAccount")["automountServiceAccountToken"] is False
+    assert all(sa["automountServiceAccountToken"] is False for sa in out.all("ServiceAccount"))
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     for host in ("hostNetwork", "hostPID", "hostIPC"):
@@ -580,7 +612,7 @@ def test_no_secret_values_only_secret_references(preset: str, crds: object) -> N
                 assert set(env["valueFrom"]) == {"secretKeyRef"}, env
     for name, text in out.files.items():
         assert not TOKEN_LIKE.search(text), f"{name} contains something that looks like a key"
-    sa = out.one("ServiceAccount")
+    sa = out.service_account
     role = out.spec.service_account.iam_role_arn
     annotations = sa["metadata"].get("annotations", {})
     assert annotations.get("eks.amazonaws.com/role-arn") == role, "IRSA: a role, never keys"

@@ -413,10 +413,11 @@ def test_a_name_triton_does_not_use_is_a_warning_that_render_and_size_print(
     )
     warning = (
         f"{spec}:5:15: warning: `model.servedName` does not apply to engine trtllm: Triton "
-        "serves the model under its model-repository names (`ensemble`)\n"
+        "serves the model under its model-repository names (`ensemble`), and trtllm-serve up "
+        "to 1.2.x has no --served_model_name (/v1/models reports the model argument)\n"
         " 5 |   servedName: llama\n"
         "   |               ^\n"
-        "   = hint: remove it, or use engine.type vllm for an OpenAI-compatible name\n"
+        "   = hint: remove it, or use engine.type vllm for a name of your choice\n"
     )
     runner = CliRunner()
     sized = runner.invoke(app, ["size", str(spec)])

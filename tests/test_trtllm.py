@@ -7,7 +7,6 @@ rendered tool invocation is checked against the version table for the pinned Ten
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib.util
 import re
@@ -26,19 +25,15 @@ from hypothesis import strategies as st
 
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.engines.trtllm import decisions as trtllm
-from llmdeploy.engines.trtllm.flags import (
-    TRITON_TO_TRTLLM,
-    problem,
-    script_path,
-    ships_trtllm_build,
-    version_key,
-)
+from llmdeploy.engines.trtllm.flags import problem, script_path
+from llmdeploy.engines.trtllm.releases import TRITON_TO_TRTLLM, ships_trtllm_build, version_key
 from llmdeploy.engines.trtllm.serving import ENGINE_DIR, REPO_MODELS, TOKENIZER_DIR, waiting_query
 from llmdeploy.engines.trtllm.spec import DEFAULT_TRITON_VERSION
 from llmdeploy.errors import SpecError, UnsupportedFlagError
 from llmdeploy.render import render_text
 from llmdeploy.spec.load import load_spec_file
 from llmdeploy.spec.sections import Spec
+from spec_helpers import merge
 
 REPO = Path(__file__).resolve().parents[1]
 PRESET = REPO / "presets" / "llama3-70b-trtllm-int4awq-p4d.yaml"
@@ -78,18 +73,8 @@ def rendered_repository(p: trtllm.TrtllmPlan) -> dict[str, str]:
     return {path: render_text(t) for path, t in trtllm.model_repository(p).items()}
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
-
-
 def make_plan(instance: str = "p4d.24xlarge", **over: Any) -> trtllm.TrtllmPlan:
-    spec = Spec.model_validate(_merge(BASE, over))
+    spec = Spec.model_validate(merge(BASE, over))
     inst = catalog.instance(instance)
     assert inst is not None
     return trtllm.plan_trtllm(spec, inst, spec.name)

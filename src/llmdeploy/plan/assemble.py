@@ -19,6 +19,7 @@ from llmdeploy.plan.types import (
     KV,
     ConfigEntry,
     ExtraFile,
+    JobPlan,
     Meta,
     MonitorPlan,
     NetpolPlan,
@@ -31,16 +32,19 @@ from llmdeploy.plan.types import (
 from llmdeploy.spec.sections import Spec
 
 # Object order: infrastructure first, then namespaced plumbing, workload, then autoscalers
-# (Helm's install order, extended with the custom kinds).
+# (Helm's install order, extended with the custom kinds). "Kind/variant" is a second object of
+# a kind, in its own file (`serviceaccount-engine-build.yaml`).
 KIND_ORDER = (
     "EC2NodeClass",
     "NodePool",
     "NetworkPolicy",
     "PodDisruptionBudget",
     "ServiceAccount",
+    "ServiceAccount/engine-build",
     "ConfigMap",
     "Service",
     "Deployment",
+    "Job",
     "ServiceMonitor",
     "PodMonitor",
     "ScaledObject",
@@ -68,13 +72,15 @@ def scaler_plan(spec: Spec, query: str) -> ScalerPlan:
     )
 
 
-def monitor_plan(spec: Spec, port: str, labels: tuple[KV, ...]) -> MonitorPlan | None:
+def monitor_plan(
+    spec: Spec, port: str, labels: tuple[KV, ...], path: str = "/metrics"
+) -> MonitorPlan | None:
     m = spec.monitoring
     if m.kind == "none":
         return None
     extra = tuple(KV(k, v) for k, v in sorted(m.labels.items()))
     return MonitorPlan(
-        kind=m.kind, labels=labels + extra, port=port, path="/metrics", interval=m.interval
+        kind=m.kind, labels=labels + extra, port=port, path=path, interval=m.interval
     )
 
 
@@ -95,15 +101,11 @@ def netpol_plan(
 
 def resource_list(plan_has: dict[str, bool]) -> tuple[Resource, ...]:
     out = []
-    for kind in KIND_ORDER:
-        if plan_has.get(kind, False):
-            out.append(
-                Resource(
-                    kind=kind,
-                    filename=f"{kind.lower()}.yaml",
-                    template=f"k8s/{kind.lower()}.yaml.j2",
-                )
-            )
+    for entry in KIND_ORDER:
+        if plan_has.get(entry, False):
+            kind, _, variant = entry.partition("/")
+            stem = f"{kind.lower()}-{variant}" if variant else kind.lower()
+            out.append(Resource(kind=kind, filename=f"{stem}.yaml", template=f"k8s/{stem}.yaml.j2"))
     return tuple(out)
 
 
@@ -123,12 +125,14 @@ class EngineParts:
     pod_ephemeral_gib: int
     config_map_data: tuple[ConfigEntry, ...] = ()
     extra_files: tuple[ExtraFile, ...] = ()
+    monitor_path: str = "/metrics"  # the HTTP path Prometheus scrapes on monitor_port
+    job: JobPlan | None = None  # a Job next to the workload (TensorRT-LLM's engine build)
 
 
 def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command: str) -> Plan:
     infra_labels = labels_for(spec, "gpu-capacity", parts.version)
     name = pool_name(spec)
-    monitor = monitor_plan(spec, parts.monitor_port, parts.meta.labels)
+    monitor = monitor_plan(spec, parts.monitor_port, parts.meta.labels, parts.monitor_path)
     netpol = netpol_plan(spec, parts.client_ports, parts.metrics_ports)
     has = {
         "EC2NodeClass": True,
@@ -136,9 +140,12 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         "NetworkPolicy": netpol is not None,
         "PodDisruptionBudget": True,
         "ServiceAccount": True,
+        "ServiceAccount/engine-build": parts.job is not None
+        and parts.job.service_account_meta is not None,
         "ConfigMap": bool(parts.config_map_data),
         "Service": True,
         "Deployment": True,
+        "Job": parts.job is not None,
         "ServiceMonitor": monitor is not None and monitor.kind == "ServiceMonitor",
         "PodMonitor": monitor is not None and monitor.kind == "PodMonitor",
         "ScaledObject": spec.autoscaling.enabled,
@@ -163,6 +170,7 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         resources=resource_list(has),
         extra_files=parts.extra_files,
         header_command=header_command,
+        job=parts.job,
     )
 
 

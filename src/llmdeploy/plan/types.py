@@ -176,6 +176,30 @@ class WorkloadPlan:
 
 
 @dataclass(frozen=True)
+class JobPlan:
+    """A run-to-completion Job on the GPU NodePool (TensorRT-LLM's engine build), with the
+    ServiceAccount it runs as when that is its own."""
+
+    meta: Meta  # meta.name carries a hash of the inputs: same inputs, same (immutable) Job
+    service_account: str
+    service_account_meta: Meta | None  # render this ServiceAccount (None: an existing one)
+    service_account_annotations: tuple[KV, ...]
+    backoff_limit: int
+    active_deadline_seconds: int
+    ttl_seconds_after_finished: int | None
+    fail_job_exit_codes: tuple[int, ...]  # podFailurePolicy: exit codes no retry can fix
+    pod_labels: tuple[KV, ...]
+    pod_annotations: tuple[KV, ...]
+    node_selector: tuple[KV, ...]
+    tolerations: tuple[Toleration, ...]
+    init_containers: tuple[Container, ...]
+    containers: tuple[Container, ...]
+    volumes: tuple[Volume, ...]
+    fs_group: int | None
+    termination_grace: int
+
+
+@dataclass(frozen=True)
 class ScalerPlan:
     min_replicas: int
     max_replicas: int
@@ -262,3 +286,4 @@ class Plan:
     extra_files: tuple[ExtraFile, ...] = field(default=())
     header_command: str = ""
     notices: tuple[Notice, ...] = ()  # warnings and assumptions the CLI prints, located
+    job: JobPlan | None = None

@@ -26,8 +26,10 @@ def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True)
     """Size a spec; for ``instanceFamily`` pick the cheapest size that fits. ``suggest=False``
     skips the (re-sized) suggestions, which ``render`` only needs when the spec does not fit."""
     engine = registry.get(spec.engine.type)
-    checkpoint = resolve_checkpoint(spec, spec_dir, engine.runtime_quantizations)
     extra = engine.sizing_fields(spec)
+    runtime = extra.get("runtime_quantizations", engine.runtime_quantizations)
+    assert isinstance(runtime, frozenset)
+    checkpoint = resolve_checkpoint(spec, spec_dir, runtime)
     base = SizingRequest(
         architecture=checkpoint.architecture,
         tp=spec.hardware.tensor_parallel,

@@ -229,7 +229,9 @@ def suggestions(req: SizingRequest, current: Sizing) -> tuple[Suggestion, ...]:
             if req.quantization == "none"
             else (["int4-awq"] if req.quantization in ("fp8", "int8") else [])
         )
-        runtime = registry.get(req.engine).runtime_quantizations
+        runtime = req.runtime_quantizations
+        if runtime is None:
+            runtime = registry.get(req.engine).runtime_quantizations
         for quant in options:
             if quant == "fp8" and (req.gpu is None or not req.gpu.fp8):
                 continue  # suggest FP8 only on GPUs with FP8 tensor cores

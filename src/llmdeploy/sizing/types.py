@@ -31,6 +31,9 @@ class SizingRequest:
     gpu_memory_utilization: float | None = None  # None: the engine version's default
     engine: str = "vllm"  # a name in llmdeploy.engines.registry
     engine_version: str | None = None  # the version the engine's memory model is keyed on
+    engine_variant: str | None = None  # an engine's choice of memory model (TRT-LLM backend)
+    # what this spec's engine quantizes by itself; None: the engine's runtime_quantizations
+    runtime_quantizations: frozenset[str] | None = None
     enforce_eager: bool = False
     kv_cache_free_gpu_mem_fraction: float = 0.9
     slo_concurrent_requests: int = 16

@@ -1,20 +1,23 @@
-"""What Triton + TensorRT-LLM cannot serve, known before sizing: the engine's ``check``.
+"""What TensorRT-LLM cannot serve, known before sizing: the engine's ``check``, for the path the
+spec takes (``engine.backend``).
 
-``llmdeploy size`` and ``render`` run these through :mod:`llmdeploy.spec.checks`, and
-:func:`llmdeploy.engines.trtllm.decisions.plan_trtllm` runs them again on the instance it plans
-for. Each problem is reported at the field that is wrong; the other fields of a conflict are
-notes. Sources: ``shared/reference/trtllm.md``.
+``llmdeploy size`` and ``render`` run these through :mod:`llmdeploy.spec.checks`, and the
+planners run them again on the instance they plan for. Each problem is reported at the field
+that is wrong; the other fields of a conflict are notes. Sources: ``shared/reference/trtllm.md``,
+docs/trtllm.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pydantic.alias_generators import to_camel
+
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.engines.trtllm.build import capability, converter_for
-from llmdeploy.engines.trtllm.flags import TRITON_TO_TRTLLM, in_range, ships_trtllm_build
-from llmdeploy.engines.trtllm.spec import TrtllmEngine
+from llmdeploy.engines.trtllm.releases import TRITON_TO_TRTLLM, in_range, ships_trtllm_build
+from llmdeploy.engines.trtllm.spec import ENGINE_ONLY, TrtllmEngine
 from llmdeploy.errors import Diagnostic, UnsupportedFlagError
 from llmdeploy.spec.sections import Spec
 
@@ -64,7 +67,16 @@ def problems(spec: Spec, hardware: Sequence[Instance]) -> list[Diagnostic]:
     of an instance family: a GPU feature is missing when no size has it)."""
     engine = spec.engine
     assert isinstance(engine, TrtllmEngine)
-    out: list[Diagnostic] = []
+    out = _path_problems(engine)
+    if engine.path == "pytorch":
+        from llmdeploy.engines.trtllm.serve import problems as serve_problems
+
+        return (
+            out
+            + _hardware_problems(spec, hardware)
+            + _length_problems(spec, engine)
+            + (serve_problems(spec, hardware))
+        )
     try:
         trtllm_for_triton(engine.triton_version)
     except UnsupportedFlagError as exc:
@@ -97,6 +109,43 @@ def problems(spec: Spec, hardware: Sequence[Instance]) -> list[Diagnostic]:
             )
         )
     return out
+
+
+def _path_problems(engine: TrtllmEngine) -> list[Diagnostic]:
+    """Fields of one path set on the other: each an error at its own line, never ignored."""
+    if engine.path == "engine":
+        out = []
+        if engine.version is not None:
+            out.append(
+                Diagnostic(
+                    "`engine.version` pins the trtllm-serve image of backend pytorch; backend "
+                    "engine is pinned by `engine.tritonVersion`",
+                    field="engine.version",
+                    hint="set engine.backend: pytorch, or remove engine.version",
+                    notes=(_note("engine.backend", "engine.backend is engine"),),
+                )
+            )
+        if engine.artifacts_s3_uri is None:
+            out.append(
+                Diagnostic(
+                    "backend engine needs `engine.artifactsS3Uri`: where the build uploads the "
+                    "engine and the pods fetch it",
+                    field="engine.artifactsS3Uri",
+                    hint="set engine.artifactsS3Uri: s3://bucket/prefix, or engine.backend: "
+                    "pytorch (no engine build)",
+                )
+            )
+        return out
+    return [
+        Diagnostic(
+            f"`engine.{to_camel(name)}` only applies to backend engine (Triton + trtllm-build); "
+            "backend pytorch builds no engine and is pinned by `engine.version`",
+            field=f"engine.{to_camel(name)}",
+            hint=f"remove engine.{to_camel(name)}",
+        )
+        for name in ENGINE_ONLY
+        if name in engine.model_fields_set
+    ]
 
 
 def _hardware_problems(spec: Spec, hardware: Sequence[Instance]) -> list[Diagnostic]:

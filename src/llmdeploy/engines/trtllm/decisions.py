@@ -182,6 +182,7 @@ def plan_trtllm(
         (engine.max_batch_size, input_len, seq_len, num_tokens),
         paged_context_fmha,
     )
+    assert engine.artifacts_s3_uri is not None  # the spec requires it on the engine path
     s3 = engine.artifacts_s3_uri.rstrip("/")
     image = IMAGE.format(v=engine.triton_version)
     loading = spec.model.loading

@@ -1,4 +1,6 @@
-"""Triton + TensorRT-LLM behind the engine interface (:class:`llmdeploy.engines.base.Engine`)."""
+"""TensorRT-LLM behind the engine interface (:class:`llmdeploy.engines.base.Engine`): the pinned
+engine-build path (Triton) or the PyTorch-backend path (trtllm-serve), as ``engine.backend``
+says (``TrtllmEngine.path``)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from llmdeploy.engines.base import Ignored
 if TYPE_CHECKING:
     from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
     from llmdeploy.catalog.ec2 import Instance
+    from llmdeploy.engines.trtllm.spec import TrtllmEngine
     from llmdeploy.errors import Diagnostic
     from llmdeploy.plan.assemble import EngineParts
     from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
@@ -17,10 +20,20 @@ if TYPE_CHECKING:
     from llmdeploy.spec.sections import Spec
 
 
+def _section(section: EngineSection) -> TrtllmEngine:
+    from llmdeploy.engines.trtllm.spec import TrtllmEngine
+
+    assert isinstance(section, TrtllmEngine)
+    return section
+
+
 class Trtllm:
     name = "trtllm"
+    # where plan-stage version errors are reported: the Triton pin of the default (engine) path
+    # (the PyTorch path's version is checked at engine.version when the spec loads)
     version_field = "engine.tritonVersion"
-    # The engine build quantizes a 16-bit checkpoint (quantize.py / convert_checkpoint.py).
+    # The engine build quantizes a 16-bit checkpoint (quantize.py / convert_checkpoint.py); the
+    # PyTorch backend quantizes nothing at load (sizing_fields narrows this for that path).
     runtime_quantizations = frozenset({"fp8", "int8", "int4-awq", "int4-gptq"})
     ignored_fields: ClassVar[Mapping[str, Ignored]] = {
         "serving.gpuMemoryUtilization": Ignored(
@@ -31,13 +44,16 @@ class Trtllm:
         ),
         "serving.maxNumSeqs": Ignored(
             "error",
-            "the engine is built for engine.maxBatchSize sequences (trtllm-build --max_batch_size)",
+            "TensorRT-LLM schedules up to engine.maxBatchSize sequences (trtllm-build and "
+            "trtllm-serve --max_batch_size)",
             "set engine.maxBatchSize instead",
         ),
         "model.servedName": Ignored(
             "warning",
-            "Triton serves the model under its model-repository names (`ensemble`)",
-            "remove it, or use engine.type vllm for an OpenAI-compatible name",
+            "Triton serves the model under its model-repository names (`ensemble`), and "
+            "trtllm-serve up to 1.2.x has no --served_model_name (/v1/models reports the model "
+            "argument)",
+            "remove it, or use engine.type vllm for a name of your choice",
         ),
     }
 
@@ -47,23 +63,31 @@ class Trtllm:
         return problems(spec, hardware)
 
     def version(self, section: EngineSection) -> str:
-        from llmdeploy.engines.trtllm.spec import TrtllmEngine
+        engine = _section(section)
+        if engine.path == "pytorch":
+            from llmdeploy.engines.trtllm.releases import DEFAULT_TRTLLM_VERSION
 
-        assert isinstance(section, TrtllmEngine)
-        return section.triton_version
+            return engine.version or DEFAULT_TRTLLM_VERSION
+        return engine.triton_version
 
     def sizing_fields(self, spec: Spec) -> dict[str, object]:
-        from llmdeploy.engines.trtllm.flags import TRITON_TO_TRTLLM
-        from llmdeploy.engines.trtllm.spec import TrtllmEngine
+        from llmdeploy.engines.trtllm.releases import TRITON_TO_TRTLLM
 
-        engine = spec.engine
-        assert isinstance(engine, TrtllmEngine)
-        return {
-            # the TensorRT-LLM inside nvcr.io/nvidia/tritonserver:<triton>-trtllm-python-py3
-            "engine_version": TRITON_TO_TRTLLM.get(engine.triton_version),
+        engine = _section(spec.engine)
+        pytorch = engine.path == "pytorch"
+        fields: dict[str, object] = {
+            # the TensorRT-LLM of the release image, or the one inside
+            # nvcr.io/nvidia/tritonserver:<triton>-trtllm-python-py3
+            "engine_version": (
+                self.version(engine) if pytorch else TRITON_TO_TRTLLM.get(engine.triton_version)
+            ),
+            "engine_variant": engine.path,
             "kv_cache_free_gpu_mem_fraction": engine.kv_cache_free_gpu_mem_fraction,
             "max_num_seqs": engine.max_batch_size,
         }
+        if pytorch:  # the checkpoint is loaded as stored: a quantization needs such a repo
+            fields["runtime_quantizations"] = frozenset()
+        return fields
 
     def memory_budget(
         self,
@@ -80,10 +104,13 @@ class Trtllm:
     def plan(
         self, spec: Spec, instance: Instance, sizing: Sizing, header_command: str
     ) -> EngineParts:
-        from llmdeploy.engines.trtllm.plan import plan_triton
-        from llmdeploy.plan.pod import checkpoint_gib
+        if _section(spec.engine).path == "pytorch":
+            from llmdeploy.engines.trtllm.pytorch import plan_trtllm_serve
 
-        return plan_triton(spec, instance, checkpoint_gib(spec, sizing), header_command)
+            return plan_trtllm_serve(spec, instance, sizing)
+        from llmdeploy.engines.trtllm.plan import plan_triton
+
+        return plan_triton(spec, instance, sizing, header_command)
 
 
 ENGINE = Trtllm()

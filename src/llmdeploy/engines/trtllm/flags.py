@@ -1,16 +1,23 @@
-"""Triton ↔ TensorRT-LLM versions and the one table of engine-build flags, by version.
+"""The one table of TensorRT-LLM command-line flags and configuration keys, by version.
 
-Data only, no decisions: :mod:`llmdeploy.engines.trtllm.decisions` asks this module whether a flag
-(and its value) is accepted by the TensorRT-LLM that ships in the pinned Triton image, and raises
-:class:`~llmdeploy.errors.UnsupportedFlagError` when it is not. The tests parse the rendered build
-script back and check every flag of every invocation against the same table.
+Data only, no decisions: the planners (:mod:`llmdeploy.engines.trtllm.build`,
+:mod:`llmdeploy.engines.trtllm.serve`) ask this module whether a flag or key (and its value) is
+accepted by the pinned TensorRT-LLM, and raise :class:`~llmdeploy.errors.UnsupportedFlagError`
+when it is not. The tests parse the rendered build script, the trtllm-serve command line and the
+``--extra_llm_api_options`` YAML back and check every flag and key against the same table.
 
-Version ranges are TensorRT-LLM versions, ``since`` inclusive and ``until`` exclusive. The table
-starts at 0.12.0 (Triton 24.08, the write-up's image); ``None`` means "every tracked version".
+Tools: the engine build (``trtllm-build``, ``convert_checkpoint.py``, ``quantize.py``; tracked from
+0.12.0, Triton 24.08, the write-up's image, until the removal of the engine workflow),
+``trtllm-serve`` (tracked from 0.17.0, the first option list read) and ``llm-api``: keys of the
+YAML file given to ``trtllm-serve --extra_llm_api_options``, dotted for nested keys
+(``kv_cache_config.dtype``). Both serve tools are tracked up to the end of the 1.2.x line
+(``releases.PYTORCH_UNTIL``): rows whose ``since`` is that boundary exist only in newer sources.
+
+Version ranges are TensorRT-LLM versions, ``since`` inclusive and ``until`` exclusive; ``None``
+means "every tracked version".
 
 Sources (short names used in the rows):
 
-- COMPAT: triton-inference-server/server ``docs/introduction/compatibility.md`` @ 0f963c9a.
 - RN: NVIDIA/TensorRT-LLM ``docs/source/release-notes.md`` @ 001eaece.
 - BUILD: NVIDIA/TensorRT-LLM ``tensorrt_llm/commands/build.py`` @ 008b2b8d and @ 65f1d153 (1.x),
   plugin flags from ``tensorrt_llm/plugin/plugin.py`` @ c20322ff (``cli_plugin_args``).
@@ -19,7 +26,17 @@ Sources (short names used in the rows):
 - QWEN: ``examples/models/core/qwen/convert_checkpoint.py`` @ 0df9aaf3 (no ``--fp8_kv_cache``).
 - QUANT: ``examples/quantization/quantize.py`` @ 059c97c1.
 - REMOVAL: ``docs/source/legacy/tensorrt-backend-removal.md`` @ 335107a7 (main after 1.2.x has no
-  ``trtllm-build`` nor per-model ``convert_checkpoint.py``).
+  ``trtllm-build`` nor per-model ``convert_checkpoint.py``; "omit, or pass ``--backend pytorch``").
+- SERVE-A: the 0.18.2 option list, https://nvidia.github.io/TensorRT-LLM/0.18.2/commands/trtllm-serve.html
+  (0.17.0-0.18.2: one click command, no YAML file). SERVE-B: ``tensorrt_llm/commands/serve.py``,
+  the 0.19-0.21-era variant of the code index (``DefaultGroup``: a first argument that is not a
+  subcommand runs ``serve``). SERVE-C: serve.py @ 4c05a748 (1.1-era). SERVE-D: serve.py @ 00209af1
+  (newest read; long/short aliases, ``--config``). Flags in A-D are in every release between.
+- LLMARGS: ``tensorrt_llm/llmapi/llm_args.py`` (``StrictBaseModel``: unknown keys are refused),
+  the KvCacheConfig / TorchLlmArgs reference pages of 1.3.0rc27 and 1.4.0rc4, the 1.2.0rc6
+  quantization page (``KvCacheConfig(dtype='fp8')``).
+- METRICS: ``tensorrt_llm/serve/openai_server.py`` ``mount_metrics`` (``/prometheus/metrics``
+  only when ``return_perf_metrics``), NVIDIA/TensorRT-LLM PR #5785 (merged August 2025).
 """
 
 from __future__ import annotations
@@ -29,70 +46,29 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-from llmdeploy import versions
+from llmdeploy.engines.trtllm.releases import (
+    ENGINE_BUILD_REMOVED_IN,
+    PYTORCH_UNTIL,
+    in_range,
+    ships_trtllm_build,
+    version_key,
+)
 from llmdeploy.errors import UnsupportedFlagError
 
-# Triton `nvcr.io/nvidia/tritonserver:<v>-trtllm-python-py3` → TensorRT-LLM inside it (COMPAT).
-# 25.11 is printed as "1.0.3.2510" in COMPAT and kept as printed.
-TRITON_TO_TRTLLM: Mapping[str, str] = MappingProxyType(
-    {
-        "24.04": "0.9.0",
-        "24.05": "0.9.0",
-        "24.06": "0.10.0",
-        "24.07": "0.11.0",
-        "24.08": "0.12.0",
-        "24.09": "0.13.0",
-        "24.10": "0.14.0",
-        "24.11": "0.15.0",
-        "24.12": "0.16.0",
-        "25.01": "0.17.0",
-        "25.02": "0.17.0.post1",
-        "25.03": "0.18.0",
-        "25.04": "0.18.2",
-        "25.05": "0.19.0",
-        "25.06": "0.20.0",
-        "25.07": "0.20.0",
-        "25.08": "0.21.0",
-        "25.09": "1.0.0",
-        "25.10": "1.0.0",
-        "25.11": "1.0.3.2510",
-        "25.12": "1.1.0",
-        "26.01": "1.1.0",
-        "26.02": "1.1.0",
-        "26.03": "1.2.0",
-        "26.04": "1.2.1",
-        "26.05": "1.2.1",
-        "26.06": "1.2.1",
-        "26.07": "1.2.1",
-    }
-)
-
-# Oldest TensorRT-LLM the flag table describes, and the first line without `trtllm-build`.
-TRACKED_FROM = "0.12.0"
-ENGINE_BUILD_REMOVED_IN = "1.3.0"  # REMOVAL: gone on main after the 1.2.x line
-
-
-def version_key(version: str) -> tuple[int, int, int]:
-    """Release order of a TensorRT-LLM version (``llmdeploy.versions.parse``: "0.17.0.post1"
-    sorts as 0.17.0)."""
-    return versions.parse(version, "TensorRT-LLM")
-
-
-def in_range(version: str, since: str | None, until: str | None) -> bool:
-    key = version_key(version)
-    if since is not None and key < version_key(since):
-        return False
-    return until is None or key < version_key(until)
-
-
-def ships_trtllm_build(trtllm_version: str) -> bool:
-    """True when this TensorRT-LLM still has the TensorRT engine workflow (REMOVAL)."""
-    return version_key(trtllm_version) < version_key(ENGINE_BUILD_REMOVED_IN)
-
-
 Tool = Literal[
-    "trtllm-build", "convert_checkpoint.py:llama", "convert_checkpoint.py:qwen", "quantize.py"
+    "trtllm-build",
+    "convert_checkpoint.py:llama",
+    "convert_checkpoint.py:qwen",
+    "quantize.py",
+    "trtllm-serve",
+    "llm-api",
 ]
+ENGINE_TOOLS = frozenset(
+    {"trtllm-build", "convert_checkpoint.py:llama", "convert_checkpoint.py:qwen", "quantize.py"}
+)
+# Oldest TensorRT-LLM each group of tools is tracked from.
+TRACKED_FROM = "0.12.0"  # the engine build (Triton 24.08)
+SERVE_TRACKED_FROM = "0.17.0"  # trtllm-serve and the LLM API YAML (SERVE-A)
 
 
 @dataclass(frozen=True)
@@ -125,6 +101,9 @@ _B: Tool = "trtllm-build"
 _L: Tool = "convert_checkpoint.py:llama"
 _Q: Tool = "convert_checkpoint.py:qwen"
 _P: Tool = "quantize.py"
+_S: Tool = "trtllm-serve"
+_A: Tool = "llm-api"
+_NEWER = PYTORCH_UNTIL  # `since` for rows seen only in sources newer than the 1.2.x line
 
 FLAGS: tuple[Flag, ...] = (
     # --- trtllm-build -------------------------------------------------------------------
@@ -252,6 +231,102 @@ FLAGS: tuple[Flag, ...] = (
     Flag(_P, "--batch_size", source="QUANT"),
     Flag(_P, "--tp_size", source="QUANT"),
     Flag(_P, "--pp_size", source="QUANT"),
+    # --- trtllm-serve MODEL [OPTIONS] (no `serve` word: 0.17/0.18 have no subcommands) ------
+    Flag(_S, "--host", source="SERVE-A..D", note="default localhost: always rendered 0.0.0.0"),
+    Flag(_S, "--port", source="SERVE-A..D", note="default 8000"),
+    Flag(
+        _S,
+        "--backend",
+        choices=_c("pytorch") + _c("tensorrt", since="1.0.0", until=ENGINE_BUILD_REMOVED_IN),
+        source="SERVE-A/B Choice([pytorch]) with the TensorRT engine as default; SERVE-C/D "
+        "pytorch|tensorrt|_autodeploy, default pytorch from 1.0 (RN 1.0); REMOVAL keeps pytorch",
+    ),
+    Flag(_S, "--tp_size", source="SERVE-A..D", note="alias of --tensor_parallel_size in D"),
+    Flag(_S, "--pp_size", source="SERVE-A..D"),
+    Flag(_S, "--ep_size", since="0.19.0", source="SERVE-B..D; 0.19.0rc0 synopsis"),
+    Flag(_S, "--max_batch_size", source="SERVE-A..D"),
+    Flag(_S, "--max_num_tokens", source="SERVE-A..D", note="sizes the profiling batch"),
+    Flag(_S, "--max_seq_len", source="SERVE-A..D"),
+    Flag(_S, "--max_beam_width", source="SERVE-A..D"),
+    Flag(
+        _S,
+        "--kv_cache_free_gpu_memory_fraction",
+        source="SERVE-A..D",
+        note="llmdeploy sets kv_cache_config in the YAML instead: the YAML's kv_cache_config "
+        "replaces the one built from this flag (serve.py applies the YAML after the flags)",
+    ),
+    Flag(_S, "--trust_remote_code", takes_value=False, source="SERVE-A..D"),
+    Flag(_S, "--log_level", since="0.19.0", source="SERVE-B..D"),
+    Flag(
+        _S,
+        "--extra_llm_api_options",
+        since="0.19.0",
+        source="SERVE-B..D; the 0.20.0 docs example; RN 0.20: the YAML overrides the flags",
+    ),
+    Flag(
+        _S,
+        "--config",
+        since=_NEWER,
+        source="an alias of --extra_llm_api_options in SERVE-D, absent in SERVE-C; its first "
+        "release was not established",
+    ),
+    Flag(_S, "--revision", since=_NEWER, source="SERVE-D only; first release not established"),
+    Flag(
+        _S,
+        "--served_model_name",
+        since=_NEWER,
+        source="not in SERVE-A..D; third-party pages list it for newer builds (unverified)",
+        note="without it, /v1/models reports the MODEL argument",
+    ),
+    # --- the --extra_llm_api_options YAML (LLM() arguments) ----------------------------------
+    Flag(_A, "kv_cache_config.free_gpu_memory_fraction", source="LLMARGS (default 0.9)"),
+    Flag(_A, "kv_cache_config.enable_block_reuse", source="LLMARGS (default true)"),
+    Flag(
+        _A,
+        "kv_cache_config.dtype",
+        since="1.0.0",
+        choices=_c("auto", "fp8"),
+        source="LLMARGS; 1.2.0rc6 quantization page; RN 1.0 unified KvCacheConfig for the "
+        "PyTorch backend (the earlier top-level kv_cache_dtype was not verified)",
+    ),
+    Flag(_A, "enable_chunked_prefill", source="LLMARGS; LlmArgs since 0.16 (RN 0.16)"),
+    Flag(
+        _A,
+        "cuda_graph_config.enable_padding",
+        since="1.0.0",
+        source="LLMARGS; RN 1.0 renamed padding_enabled to enable_padding",
+    ),
+    Flag(
+        _A,
+        "cuda_graph_config.max_batch_size",
+        since="1.0.0",
+        source="LLMARGS; cuda_graph_config from PR #5014 (2025-06-13); 0.21 not verified",
+    ),
+    Flag(
+        _A,
+        "cuda_graph_config.padding_enabled",
+        until="1.0.0",
+        source="RN 1.0 rename; whether 0.21.0 used this spelling was not established",
+    ),
+    Flag(
+        _A,
+        "use_cuda_graph",
+        until="1.0.0",
+        source="flattened PyTorchConfig knob (PR #4603), replaced by cuda_graph_config",
+    ),
+    Flag(
+        _A,
+        "pytorch_backend_config",
+        until="0.21.0",
+        source="BE r25.05 model.yaml (0.19.0); refused in extra options by PR #4890 (2025-06)",
+    ),
+    Flag(
+        _A,
+        "return_perf_metrics",
+        since="1.1.0",
+        source="METRICS: mounts /prometheus/metrics; PR #5785; NVIDIA Dynamo docs: 1.1.0rc5 "
+        "exposes its 5 basic metrics",
+    ),
 )
 
 _BY_KEY: Mapping[tuple[str, str], Flag] = MappingProxyType({(f.tool, f.name): f for f in FLAGS})
@@ -284,17 +359,24 @@ def script_path(tool: Tool, trtllm_version: str) -> str:
 
 def problem(tool: str, flag: str, value: str | None, trtllm_version: str) -> str | None:
     """Why ``tool`` at ``trtllm_version`` rejects ``flag`` (with ``value``); None if it accepts."""
-    if version_key(trtllm_version) < version_key(TRACKED_FROM):
-        return f"the flag table starts at TensorRT-LLM {TRACKED_FROM}"
-    if not ships_trtllm_build(trtllm_version):
-        return "this TensorRT-LLM no longer has the TensorRT engine workflow"
+    if tool in ENGINE_TOOLS:
+        if version_key(trtllm_version) < version_key(TRACKED_FROM):
+            return f"the flag table starts at TensorRT-LLM {TRACKED_FROM}"
+        if not ships_trtllm_build(trtllm_version):
+            return "this TensorRT-LLM no longer has the TensorRT engine workflow"
+    elif not in_range(trtllm_version, SERVE_TRACKED_FROM, PYTORCH_UNTIL):
+        return (
+            f"the {tool} table covers TensorRT-LLM {SERVE_TRACKED_FROM} up to {PYTORCH_UNTIL} "
+            "(the 1.2.x line) only"
+        )
     spec = _BY_KEY.get((tool, flag))
     if spec is None:
         return f"{flag} is not in llmdeploy's flag table for {tool}"
     if spec.never:
         return f"not a command-line flag of {tool} ({spec.source})"
     if not in_range(trtllm_version, spec.since, spec.until):
-        span = f"[{spec.since or TRACKED_FROM}, {spec.until or 'now'})"
+        first = TRACKED_FROM if tool in ENGINE_TOOLS else SERVE_TRACKED_FROM
+        span = f"[{spec.since or first}, {spec.until or 'now'})"
         return f"accepted only in {span} ({spec.source})"
     if spec.takes_value != (value is not None):
         return "takes a value" if spec.takes_value else "is a switch and takes no value"

@@ -1,5 +1,5 @@
-"""Kubernetes plan for Triton + TensorRT-LLM, from the engine decisions in
-:mod:`llmdeploy.engines.trtllm.decisions`."""
+"""Kubernetes plan for Triton + TensorRT-LLM (backend engine), from the engine decisions in
+:mod:`llmdeploy.engines.trtllm.decisions`, and its build Job (``engines/trtllm/job.py``)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import math
 
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.engines.trtllm import decisions as trtllm
+from llmdeploy.engines.trtllm.job import BUILD_SCRIPT, plan_build_job
 from llmdeploy.engines.trtllm.serving import CONFIG_VOLUME, MODEL_VOLUME, TMP_VOLUME
 from llmdeploy.engines.trtllm.spec import TrtllmEngine
 from llmdeploy.plan.assemble import EngineParts
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
+    checkpoint_gib,
     liveness_probe,
     pod_resources,
     readiness_probe,
@@ -20,7 +22,16 @@ from llmdeploy.plan.pod import (
     startup_probe,
     workload_plan,
 )
-from llmdeploy.plan.types import Container, EnvVar, ExtraFile, Mount, Resources, Volume
+from llmdeploy.plan.types import (
+    ConfigEntry,
+    Container,
+    EnvVar,
+    ExtraFile,
+    Mount,
+    Resources,
+    Volume,
+)
+from llmdeploy.sizing.types import Sizing
 from llmdeploy.spec.sections import Spec
 
 # NGC Triton images carry an unprivileged `triton-server` user (uid 1000).
@@ -32,12 +43,11 @@ def _engine_cache_gib(weights_gib_total: float) -> int:
     return math.ceil(weights_gib_total * 1.2 + 10)
 
 
-def plan_triton(
-    spec: Spec, instance: Instance, weights_gib_total: float, header_command: str
-) -> EngineParts:
+def plan_triton(spec: Spec, instance: Instance, sizing: Sizing, header_command: str) -> EngineParts:
     engine = spec.engine
     assert isinstance(engine, TrtllmEngine)
     tp = spec.hardware.tensor_parallel
+    weights_gib_total = checkpoint_gib(spec, sizing)
     t = trtllm.plan_trtllm(spec, instance, spec.name, header_command=header_command)
     meta = meta_for(spec, "inference-server", engine.triton_version)
     cache_gib = _engine_cache_gib(weights_gib_total)
@@ -96,6 +106,12 @@ def plan_triton(
         Volume(CONFIG_VOLUME, "configMap", config_map=spec.name),
     )
     ports = {p.name: p.port for p in t.ports}
+    script = trtllm.build_script(t)
+    config: tuple[ConfigEntry, ...] = trtllm.configmap_data(t)
+    job = None
+    if engine.build_job.enabled:
+        job = plan_build_job(spec, instance, sizing, t)
+        config += (ConfigEntry(BUILD_SCRIPT, script),)
     return EngineParts(
         engine="trtllm",
         version=engine.triton_version,
@@ -107,6 +123,7 @@ def plan_triton(
         metrics_ports=(ports["metrics"],),
         scaler_query=t.keda_query,
         pod_ephemeral_gib=ephemeral_gib,
-        config_map_data=trtllm.configmap_data(t),
-        extra_files=(ExtraFile("build-engine.sh", trtllm.build_script(t), executable=True),),
+        config_map_data=config,
+        extra_files=(ExtraFile(BUILD_SCRIPT, script, executable=True),),
+        job=job,
     )

@@ -9,7 +9,7 @@ Sources: NVIDIA/TensorRT-LLM ``triton_backend/`` (1.2-era): ``scripts/launch_tri
 
 from __future__ import annotations
 
-from llmdeploy.engines.trtllm.flags import version_key
+from llmdeploy.engines.trtllm.releases import version_key
 from llmdeploy.engines.trtllm.spec import TrtllmEngine
 from llmdeploy.plan.types import KV
 

@@ -3,13 +3,12 @@ and the autoscaling query."""
 
 from __future__ import annotations
 
-import math
-
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.engines.vllm import flags
 from llmdeploy.engines.vllm.options import HTTP_PORT, MODEL_DIR, server_args
 from llmdeploy.engines.vllm.spec import VllmEngine
 from llmdeploy.plan.assemble import EngineParts
+from llmdeploy.plan.loading import cache_gib, model_loading
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
     liveness_probe,
@@ -20,15 +19,10 @@ from llmdeploy.plan.pod import (
     startup_probe,
     workload_plan,
 )
-from llmdeploy.plan.types import KV, Container, EnvVar, Mount, Port, Resources, Volume
+from llmdeploy.plan.types import Container, EnvVar, Mount, Port, Volume
 from llmdeploy.sizing.types import Sizing
 from llmdeploy.spec.sections import Spec
 
-# Pinned, never `latest`: the AWS CLI image used by the S3 init container.
-AWS_CLI_IMAGE = "amazon/aws-cli:2.22.0"
-# The Hugging Face token is mounted as a file, never put in the environment: huggingface_hub
-# reads the file named by HF_TOKEN_PATH when HF_TOKEN is unset (huggingface_hub constants.py).
-HF_TOKEN_DIR = "/var/run/secrets/huggingface"
 # vLLM images run as root by default; we run as an unprivileged user with HOME and caches on
 # writable emptyDirs, so the root filesystem can stay read-only.
 RUN_AS_USER = 10001
@@ -38,25 +32,12 @@ def _image(engine: VllmEngine) -> str:
     return engine.image or f"vllm/vllm-openai:v{engine.version}"
 
 
-# The model cache holds what is downloaded, sized from the checkpoint's files as stored (the
-# 16-bit checkpoint when vLLM quantizes to FP8 at load), not from the weights in GPU memory:
-# + 10% and 10 GiB for the tokenizer, config and the Hub's metadata. Meta's repos also carry an
-# `original/` copy of the weights (consolidated .pth); vLLM's own download skips it
-# (LoadConfig.ignore_patterns defaults to ["original/**/*"], vllm/config/load.py@v0.19.0) and
-# the S3 sync excludes it, so it never reaches the cache.
-CACHE_HEADROOM = 1.10
-CACHE_EXTRA_GIB = 10
-EXCLUDED_FROM_SYNC = ("original/*",)
 # HOME (compile and Hub caches when the weights are on a shared volume) and /tmp.
 HOME_GIB = 20
 TMP_GIB = 10
 # Container logs and the (read-only) root's few writes also count against the pod's
 # ephemeral-storage limit, on top of the disk-backed emptyDirs.
 LOGS_GIB = 2
-
-
-def _cache_gib(checkpoint_gib: float) -> int:
-    return math.ceil(checkpoint_gib * CACHE_HEADROOM + CACHE_EXTRA_GIB)
 
 
 def quantization_flag(spec: Spec, sizing: Sizing) -> str | None:
@@ -75,7 +56,7 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     loading = spec.model.loading
     meta = meta_for(spec, "inference-server", engine.version)
     checkpoint_gib = sizing.checkpoint_gib
-    cache_gib = _cache_gib(checkpoint_gib)
+    weights = model_loading(spec, cache_gib(checkpoint_gib), RUN_AS_USER)
 
     args = server_args(spec, quantization_flag(spec, sizing))
 
@@ -99,52 +80,14 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         Volume("home", "emptyDir", size_limit=f"{HOME_GIB}Gi"),
         Volume("tmp", "emptyDir", size_limit=f"{TMP_GIB}Gi"),
     ]
-    if loading.mode == "huggingface":
-        secret = loading.hf_token_secret
-        if secret is not None:
-            env.append(EnvVar("HF_TOKEN_PATH", f"{HF_TOKEN_DIR}/token"))
-            mounts.append(Mount("hf-token", HF_TOKEN_DIR, read_only=True))
-            volumes.append(
-                Volume("hf-token", "secret", secret=secret.name, items=(KV(secret.key, "token"),))
-            )
-    else:
-        env.append(EnvVar("HF_HUB_OFFLINE", "1"))
-    init: list[Container] = []
-    if loading.mode == "pvc":
-        assert loading.pvc_name is not None
-        mounts.append(Mount("models", MODEL_DIR, read_only=True))
-        volumes.append(Volume("models", "pvc", claim=loading.pvc_name, read_only=True))
-    else:
-        mounts.append(Mount("models", MODEL_DIR))
-        volumes.append(Volume("models", "emptyDir", size_limit=f"{cache_gib}Gi"))
-    if loading.mode == "s3":
-        assert loading.s3_uri is not None
-        init.append(
-            Container(
-                name="fetch-model",
-                image=AWS_CLI_IMAGE,
-                command=("aws",),
-                args=(
-                    "s3",
-                    "sync",
-                    "--only-show-errors",
-                    "--no-progress",
-                    *(word for pattern in EXCLUDED_FROM_SYNC for word in ("--exclude", pattern)),
-                    loading.s3_uri,
-                    f"{MODEL_DIR}/model",
-                ),
-                env=(EnvVar("HOME", "/tmp"),),
-                ports=(),
-                mounts=(Mount("models", MODEL_DIR), Mount("tmp", "/tmp")),
-                resources=Resources(cpu="2", memory="4Gi", ephemeral_storage=None, gpus=0),
-                run_as_user=RUN_AS_USER,
-            )
-        )
+    env += weights.env
+    mounts += weights.mounts
+    volumes += weights.volumes
 
     # The pod's ephemeral-storage limit covers every disk-backed emptyDir at its sizeLimit plus
     # the logs: the kubelet evicts a pod whose emptyDirs and containers together exceed it
     # (https://kubernetes.io/docs/concepts/storage/ephemeral-storage/).
-    ephemeral_gib = HOME_GIB + TMP_GIB + (cache_gib if loading.mode != "pvc" else 0) + LOGS_GIB
+    ephemeral_gib = HOME_GIB + TMP_GIB + weights.disk_gib + LOGS_GIB
     # vLLM reads (and in huggingface mode first downloads) the checkpoint as stored.
     budget = startup_budget_seconds(
         spec, checkpoint_gib, downloads_in_main=loading.mode == "huggingface"
@@ -172,7 +115,9 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         engine="vllm",
         version=engine.version,
         meta=meta,
-        workload=workload_plan(spec, meta, tuple(init), (server,), tuple(volumes), RUN_AS_USER),
+        workload=workload_plan(
+            spec, meta, weights.init_containers, (server,), tuple(volumes), RUN_AS_USER
+        ),
         service_ports=(Port("http", HTTP_PORT),),
         monitor_port="http",  # vLLM serves /metrics on the API port
         client_ports=(HTTP_PORT,),

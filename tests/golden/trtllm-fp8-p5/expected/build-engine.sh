@@ -15,13 +15,12 @@
 #     -e HF_TOKEN -v /mnt/nvme/workspace:/workspace -v "$PWD":/scripts:ro \
 #     nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3 bash /scripts/build-engine.sh
 #
-# Kubernetes: a Job with the same image and node selector
-# node.kubernetes.io/instance-type=p5.48xlarge, `nvidia.com/gpu: 4` (quantize.py
-# spreads the 16-bit model over every visible GPU while calibrating: give it the whole node if
-# that does not fit), an emptyDir on local NVMe at /workspace,
-# HF_TOKEN from the Hugging Face token Secret, an IRSA service account allowed to write the S3
-# prefix, and `command: [bash, /scripts/build-engine.sh]` with this file from a ConfigMap.
-# AWS credentials come from the environment (IRSA, instance profile); none are written here.
+# Kubernetes: job.yaml runs this file from the ConfigMap on a whole node of the serving NodePool
+# (engine.buildJob). Egress: huggingface.co (checkpoint; quantize.py also downloads its
+# calibration dataset, cnn_dailymail), the artifacts bucket's S3 endpoint, github.com only if the
+# image lacks the example scripts. The Hugging Face token comes from HF_TOKEN or the file named
+# by HF_TOKEN_PATH; AWS credentials from the environment (IRSA); none are written here.
+# Exit 3: a precondition no retry can fix (the Job fails at once); other failures are retried.
 set -euo pipefail
 
 readonly EXPECTED_TRTLLM=1.2.1
@@ -34,7 +33,7 @@ readonly TOKENIZER_OUT=/workspace/llmdeploy/llama31-70b-fp8/tokenizer
 log() { printf '[build-engine] %s\n' "$*" >&2; }
 die() {
   log "error: $*"
-  exit 1
+  exit 3
 }
 
 # 1. Same TensorRT-LLM as the serving image, enough GPUs of the serving architecture.
@@ -49,10 +48,21 @@ cap="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | awk 'NR == 1 {
   || die "GPU compute capability $cap; the serving GPUs (NVIDIA H100 SXM5 80GB HBM3) have $COMPUTE_CAP"
 mkdir -p "$BUILD_ROOT"
 
-if ! command -v aws >/dev/null; then
+if [[ -n "${AWS_CLI:-}" && -x "$AWS_CLI" ]]; then
+  aws() { "$AWS_CLI" "$@"; } # copied in by the Job's aws-cli init container
+elif ! command -v aws >/dev/null; then
   log "no aws CLI in the image: installing awscli (v1, pip) into $BUILD_ROOT/awscli"
   python3 -m pip install --quiet --no-cache-dir --target "$BUILD_ROOT/awscli" 'awscli>=1.33,<2'
   aws() { PYTHONPATH="$BUILD_ROOT/awscli" python3 -m awscli "$@"; }
+fi
+
+# Nothing to do when the bucket already holds exactly this build (a re-created Job).
+uploaded="$BUILD_ROOT/uploaded-build-info.json"
+rm -f "$uploaded"
+if aws s3 cp --only-show-errors s3://example-model-store/llama31-70b-fp8-tp4/build-info.json "$uploaded" 2>/dev/null \
+  && [[ -f "$uploaded" && "$(cat "$uploaded")" == '{"model": "meta-llama/Llama-3.1-70B-Instruct", "revision": "", "image": "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3", "tensorrt_llm": "1.2.1", "world_size": "4", "compute_capability": "9.0", "quantization": "fp8", "kv_cache_dtype": "fp8", "max_batch_size": "256", "max_input_len": "16384", "max_seq_len": "16384", "max_num_tokens": "8192", "paged_context_fmha": "true"}' ]]; then
+  log 'already built: s3://example-model-store/llama31-70b-fp8-tp4/build-info.json matches this deployment'
+  exit 0
 fi
 
 # 2. The example scripts of exactly this TensorRT-LLM: from the image, else from its git tag.
@@ -80,7 +90,8 @@ log "examples: $examples"
 
 # 3. The Hugging Face checkpoint (resumes: existing files are kept).
 mkdir -p "$HF_DIR"
-[[ -n "${HF_TOKEN:-}" ]] || log "HF_TOKEN is not set: gated models (Llama) will not download"
+[[ -n "${HF_TOKEN:-}" || -r "${HF_TOKEN_PATH:-}" ]] \
+  || log "no HF_TOKEN nor HF_TOKEN_PATH: gated models (Llama) will not download"
 download=(meta-llama/Llama-3.1-70B-Instruct --local-dir "$HF_DIR" --exclude 'original/*')
 if command -v hf >/dev/null; then
   hf download "${download[@]}"
