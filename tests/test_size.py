@@ -84,6 +84,9 @@ def test_calibration_case(case: dict[str, Any]) -> None:
         assert abs(row.tokens_from_obs_kv - row.tokens_obs) <= row.blocks_tolerance * block
     if row.conc_obs is not None:
         assert row.conc_pred == pytest.approx(row.conc_obs, abs=0.02)
+    if row.tokens_obs is not None:  # what `size` prints, with its own KV GiB and bytes per token
+        printed = calculator.compute(REPORT.request_for_case(case)).kv_cache_tokens
+        assert printed == pytest.approx(row.tokens_obs, rel=0.05), "KV tokens > 5%"
 
 
 def test_calibration_report_script_prints_every_case(capsys: pytest.CaptureFixture[str]) -> None:
