@@ -166,6 +166,7 @@ def test_it_lands_on_a_whole_node_of_the_serving_nodepool(instance: str, crds: o
 def test_the_build_pod_is_invisible_to_the_serving_selectors(crds: object) -> None:
     _, docs = render(crds)
     labels = job_of(docs)["spec"]["template"]["metadata"]["labels"]
+    serving = [d for d in docs if d["metadata"]["name"] == "llama3-70b"]
     for kind_name, path in [
         ("Service", ("spec", "selector")),
         ("PodDisruptionBudget", ("spec", "selector", "matchLabels")),
@@ -173,10 +174,27 @@ def test_the_build_pod_is_invisible_to_the_serving_selectors(crds: object) -> No
         ("Deployment", ("spec", "selector", "matchLabels")),
         ("ServiceMonitor", ("spec", "selector", "matchLabels")),
     ]:
-        node: Any = kind(docs, kind_name)[0]
+        (node,) = kind(serving, kind_name)
         for key in path:
             node = node[key]
         assert not selects(node, labels), kind_name
+
+
+def test_the_build_pod_admits_no_ingress(crds: object) -> None:
+    """checkov CKV2_K8S_6: every pod is selected by a NetworkPolicy. The build serves nothing,
+    so its own policy lists Ingress with no rule: nothing may connect to it."""
+    _, docs = render(crds)
+    labels = job_of(docs)["spec"]["template"]["metadata"]["labels"]
+    selecting = [
+        p
+        for p in kind(docs, "NetworkPolicy")
+        if selects(p["spec"]["podSelector"]["matchLabels"], labels)
+    ]
+    assert len(selecting) == 1
+    assert selecting[0]["spec"]["policyTypes"] == ["Ingress"]
+    assert "ingress" not in selecting[0]["spec"]
+    _, docs = render(crds, network={"networkPolicy": False})
+    assert not kind(docs, "NetworkPolicy")
 
 
 def test_scratch_space_must_fit_the_local_nvme() -> None:

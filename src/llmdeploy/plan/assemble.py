@@ -38,6 +38,7 @@ KIND_ORDER = (
     "EC2NodeClass",
     "NodePool",
     "NetworkPolicy",
+    "NetworkPolicy/engine-build",
     "PodDisruptionBudget",
     "ServiceAccount",
     "ServiceAccount/engine-build",
@@ -138,6 +139,7 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         "EC2NodeClass": True,
         "NodePool": True,
         "NetworkPolicy": netpol is not None,
+        "NetworkPolicy/engine-build": netpol is not None and parts.job is not None,
         "PodDisruptionBudget": True,
         "ServiceAccount": True,
         "ServiceAccount/engine-build": parts.job is not None

@@ -184,6 +184,7 @@ class JobPlan:
     service_account: str
     service_account_meta: Meta | None  # render this ServiceAccount (None: an existing one)
     service_account_annotations: tuple[KV, ...]
+    network_policy_meta: Meta  # its NetworkPolicy (no ingress), when NetworkPolicies render
     backoff_limit: int
     active_deadline_seconds: int
     ttl_seconds_after_finished: int | None

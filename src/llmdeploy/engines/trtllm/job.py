@@ -122,12 +122,16 @@ def plan_build_job(spec: Spec, instance: Instance, sizing: Sizing, t: TrtllmPlan
         for kv in labels_for(spec, "engine-build", version)
     )
     # A selector-distinct instance label: the serving Service, PDB and NetworkPolicy select
-    # name + instance, so they never count or route to the build pod.
+    # name + instance, so they never count or route to the build pod; its own NetworkPolicy
+    # (no ingress at all) selects it by the same two labels.
+    selector = tuple(
+        kv for kv in labels if kv.key in ("app.kubernetes.io/name", "app.kubernetes.io/instance")
+    )
     meta = Meta(
         name=dns_name(spec.name, "build", build_hash(t)),
         namespace=spec.namespace,
         labels=labels,
-        selector=(),
+        selector=selector,
     )
     own_sa = job.iam_role_arn is not None
     sa_name = instance_label if own_sa else spec.name
@@ -189,6 +193,9 @@ def plan_build_job(spec: Spec, instance: Instance, sizing: Sizing, t: TrtllmPlan
             Meta(name=sa_name, namespace=spec.namespace, labels=labels, selector=())
             if own_sa
             else None
+        ),
+        network_policy_meta=Meta(
+            name=instance_label, namespace=spec.namespace, labels=labels, selector=selector
         ),
         service_account_annotations=(
             (KV("eks.amazonaws.com/role-arn", job.iam_role_arn),) if job.iam_role_arn else ()
