@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Per-case error table of the GPU-memory calculator against real vLLM start-up logs.
 
-Usage: python scripts/calibration_report.py [--calibration PATH]
+Usage: python scripts/calibration_report.py [--calibration PATH] [--breakdown]
 (or env LLMDEPLOY_CALIBRATION; default tests/data/calibration/vllm-startup.yaml in the repo).
 
 For every case: predicted vs observed weights GiB and KV-cache GiB (per GPU), the block count
 and token capacity the observed KV GiB gives with our bytes per token (exact up to the log's
 0.01 GiB rounding), and max concurrency where the log gives it. Cases the calculator cannot
 model are listed with the reason instead of numbers.
+
+``--breakdown``: the components vLLM logs besides the KV cache (activation peak, non-torch memory,
+CUDA-graph pool), observed against predicted, for every case that logs them.
 """
 
 from __future__ import annotations
@@ -212,6 +215,45 @@ def table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+_PARTS = (
+    ("activation", "activation_peak_gib", "activation_gib"),
+    ("non-torch", "non_torch_gib", "non_torch_gib"),
+    ("CUDA graphs", "cudagraph_gib", "cudagraph_gib"),
+)
+
+
+def breakdown(cases: Sequence[dict[str, Any]]) -> str:
+    """Logged vs predicted activation peak, non-torch memory and CUDA-graph pool (GiB)."""
+    head = "| case |" + "".join(f" {name} obs | pred |" for name, _, _ in _PARTS)
+    lines = [head, "|" + "---|" * (1 + 2 * len(_PARTS))]
+    errors: dict[str, list[tuple[float, str]]] = {name: [] for name, _, _ in _PARTS}
+    for case in cases:
+        if all(case.get(logged) is None for _, logged, _ in _PARTS):
+            continue
+        try:
+            result = calculator.compute(request_for_case(case))
+        except (LlmdeployError, ValueError):
+            continue
+        cells = []
+        for name, logged, predicted in _PARTS:
+            obs, pred = case.get(logged), round(getattr(result, predicted), 2)
+            cells += [_fmt(obs, ".2f"), _fmt(pred, ".2f")]
+            if obs is not None:
+                errors[name].append((pred - float(obs), str(case["id"])))
+        lines.append(f"| {case['id']} | " + " | ".join(cells) + " |")
+    lines.append("")
+    for name, errs in errors.items():
+        if not errs:
+            continue
+        worst, where = max(errs, key=lambda e: abs(e[0]))
+        rms = (sum(e * e for e, _ in errs) / len(errs)) ** 0.5
+        lines.append(
+            f"{name}: rms err {rms:.2f} GiB, largest {worst:+.2f} GiB ({where}) "
+            f"over {len(errs)} cases"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -219,12 +261,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="calibration cases (default: "
         "$LLMDEPLOY_CALIBRATION or tests/data/calibration/vllm-startup.yaml)",
     )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="activation, non-torch and CUDA graphs instead"
+    )
     args = parser.parse_args(argv)
     path = calibration_path(args.calibration)
     if not path.is_file():
         sys.stderr.write(f"calibration file not found: {path}\n")
         return 2
-    rows = [evaluate(case) for case in load_cases(path)]
+    cases = load_cases(path)
+    if args.breakdown:
+        sys.stdout.write(f"calibration: {path.name} (breakdown)\n\n{breakdown(cases)}\n")
+        return 0
+    rows = [evaluate(case) for case in cases]
     sys.stdout.write(f"calibration: {path.name} ({len(rows)} cases)\n\n{table(rows)}\n")
     return 0
 

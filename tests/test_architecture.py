@@ -209,6 +209,32 @@ PRINTING = {"print", "sys.stdout.write", "sys.stderr.write", "sys.exit", "exit",
 WRITING = {"write_text", "write_bytes", "mkdir", "rmdir", "unlink", "os.replace", "os.rename"}
 
 
+def _opens_for_writing(tree: ast.Module) -> Iterator[int]:
+    """Lines of ``open(path, "w")`` / ``path.open("a")`` calls whose mode writes (w, a, x or +,
+    positional or ``mode=``; a computed mode counts as writing), and of tempfile's creators."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if name not in ("open", "fdopen", "NamedTemporaryFile", "mkstemp", "mkdtemp"):
+            continue
+        if name in ("NamedTemporaryFile", "mkstemp", "mkdtemp"):
+            yield node.lineno
+            continue
+        builtin = isinstance(func, ast.Name)
+        modes = [k.value for k in node.keywords if k.arg == "mode"]
+        position = 1 if builtin else 0
+        if len(node.args) > position:
+            modes.append(node.args[position])
+        for mode in modes:
+            if isinstance(mode, ast.Constant) and isinstance(mode.value, str):
+                if set(mode.value) & set("wax+"):
+                    yield node.lineno
+            elif mode is not None:
+                yield node.lineno  # a computed mode: assume it writes
+
+
 def test_only_the_cli_prints_or_exits_and_only_write_and_cli_write_files() -> None:
     wrong = []
     for module, tree in modules().items():
@@ -220,7 +246,29 @@ def test_only_the_cli_prints_or_exits_and_only_write_and_cli_write_files() -> No
             writes = call in WRITING or short in WRITING
             if writes and not (in_cli or module == "llmdeploy.write"):
                 wrong.append(f"{module}:{line}: {call}() outside the write stage")
+        if not (in_cli or module == "llmdeploy.write"):
+            wrong.extend(
+                f"{module}:{line}: opens a file for writing" for line in _opens_for_writing(tree)
+            )
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_write_rule_sees_every_way_of_writing_a_file() -> None:
+    """A rule that missed ``open(path, "w")`` (the first version of this test did) would let
+    any module write files."""
+    samples = {
+        'open(p, "w")': 1,
+        'open(p, mode="a")': 1,
+        'path.open("x")': 1,
+        'path.open(mode="r+")': 1,
+        "tempfile.mkstemp()": 1,
+        'open(p, "rb")': 0,
+        "path.open()": 0,
+        'path.open("r", encoding="utf-8")': 0,
+        "open(p)": 0,
+    }
+    for code, hits in samples.items():
+        assert len(list(_opens_for_writing(ast.parse(code)))) == hits, code
 
 
 def test_every_registered_engine_implements_the_interface() -> None:

@@ -2,9 +2,10 @@
 
 README.md and docs/*.md are scanned for fenced code blocks, in document order:
 
-* ```` ```console ```` blocks: every line that starts with ``$ llmdeploy`` is run (a trailing
-  ``\\`` continues it on the next line) and must exit 0, or the code of a trailing ``# exit N``
-  comment. Other lines are output or commands of other tools, shown but not run.
+* ```` ```console ```` blocks: every line that starts with ``$ llmdeploy`` or
+  ``$ python scripts/NAME.py`` is run (a trailing ``\\`` continues it on the next line) and must
+  exit 0, or the code of a trailing ``# exit N`` comment, and print the lines shown after it
+  (``...`` for lines left out; :func:`shown_matches`). Commands of other tools are shown, not run.
 * ```` ```yaml ```` blocks whose first line (after an optional ``# file: NAME`` line) is
   ``apiVersion: llmdeploy.dev/v1alpha1`` are specs: they load and render (with ``--force``
   semantics when the block has a ``# expect: does-not-fit`` comment, and then must indeed not fit).
@@ -20,10 +21,16 @@ date, and the exit-code table in ``docs/exit-codes.md`` matches ``ExitCode``.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import difflib
+import functools
+import io
 import re
 import shlex
 import shutil
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -43,6 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = sorted([REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
 FENCE = re.compile(r"^(?P<fence>```+|~~~+)(?P<info>[^\n`]*)$")
 EXIT = re.compile(r"\s+#\s*exit\s+(?P<code>\d+)\s*$")
+DOCS_COLUMNS = 100  # the terminal width the docs' console output was taken at
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,9 @@ class Command:
     where: str
     words: tuple[str, ...]  # after "llmdeploy", up to a pipe
     exit_code: int
+    output: tuple[str, ...] = ()  # the lines the docs show after it, up to the next `$ ` line
+    piped: bool = False  # `| other-tool`: what the docs show is that tool's output
+    script: str | None = None  # `$ python scripts/NAME.py ...`: that script's main(words)
 
 
 def blocks(page: Path, text: str | None = None) -> list[Block]:
@@ -88,7 +99,7 @@ def blocks(page: Path, text: str | None = None) -> list[Block]:
 
 
 def commands(block: Block) -> list[Command]:
-    """The `$ llmdeploy` lines of a console block."""
+    """The `$ llmdeploy` lines of a console block, each with the output shown after it."""
     out: list[Command] = []
     if block.lang != "console":
         return out
@@ -98,7 +109,7 @@ def commands(block: Block) -> list[Command]:
         line = lines[index]
         number = block.line + index
         index += 1
-        if not line.startswith("$ llmdeploy"):
+        if not line.startswith(("$ llmdeploy", "$ python scripts/")):
             continue
         while line.endswith("\\") and index < len(lines):
             line = line[:-1] + " " + lines[index].strip()
@@ -109,9 +120,17 @@ def commands(block: Block) -> list[Command]:
             code = int(found["code"])
             line = line[: found.start()]
         words = shlex.split(line[2:], comments=True)
-        if "|" in words:
+        piped = "|" in words
+        if piped:
             words = words[: words.index("|")]
-        out.append(Command(f"{block.page.relative_to(REPO)}:{number}", tuple(words[1:]), code))
+        shown: list[str] = []
+        while index < len(lines) and not lines[index].startswith("$ "):
+            shown.append(lines[index])
+            index += 1
+        where = f"{block.page.relative_to(REPO)}:{number}"
+        script = words[1] if words[0] == "python" else None
+        args = tuple(words[2:] if script else words[1:])
+        out.append(Command(where, args, code, tuple(shown), piped, script))
     return out
 
 
@@ -177,17 +196,73 @@ def run_spec_block(block: Block, workdir: Path, crds: object) -> None:
     assert not result.report.not_validated, f"{block.where}: documents not validated"
 
 
+def _lines(text: str) -> list[str]:
+    out = [line.rstrip() for line in text.splitlines()]
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def shown_matches(shown: Sequence[str], out: Sequence[str], err: Sequence[str] = ()) -> bool:
+    """The docs' lines are the printed stdout and stderr lines, each stream in its order and the
+    two interleaved in any way (a terminal shows them as the buffers flush); a line ``...``
+    stands for any lines left out (none too)."""
+
+    @functools.cache
+    def match(i: int, j: int, k: int) -> bool:
+        if i == len(shown):
+            return j == len(out) and k == len(err)
+        if shown[i].strip() == "...":
+            return (
+                match(i + 1, j, k)
+                or (j < len(out) and match(i, j + 1, k))
+                or (k < len(err) and match(i, j, k + 1))
+            )
+        return (j < len(out) and shown[i] == out[j] and match(i + 1, j + 1, k)) or (
+            k < len(err) and shown[i] == err[k] and match(i + 1, j, k + 1)
+        )
+
+    return match(0, 0, 0)
+
+
 def run_command(command: Command) -> str | None:
-    """None when the command did what the docs say, else a message."""
-    result = CliRunner().invoke(cli.app, list(command.words))
+    """None when the command did what the docs say and printed what they show, else a message.
+
+    The comparison is line by line with trailing blanks dropped (rich pads table rows), at the
+    terminal width ``DOCS_COLUMNS`` (:func:`shown_matches`). The output of a command piped into
+    another tool is that tool's, so it is not compared."""
+    if command.script is not None:
+        return _run_script(command)
+    result = CliRunner().invoke(cli.app, list(command.words), env={"COLUMNS": str(DOCS_COLUMNS)})
     exc = result.exception
     if exc is not None and not isinstance(exc, SystemExit):
         return f"{command.where}: raised {type(exc).__name__}: {exc}"
-    if result.exit_code != command.exit_code:
+    return _compare(command, result.exit_code, result.stdout, result.stderr)
+
+
+def _run_script(command: Command) -> str | None:
+    """A repository script's ``main(argv)``, in process."""
+    assert command.script is not None
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = load_script(command.script).main(list(command.words))
+    return _compare(command, code, out.getvalue(), err.getvalue())
+
+
+def _compare(command: Command, code: int, stdout: str, stderr: str) -> str | None:
+    said = f"`{command.script or 'llmdeploy'} {shlex.join(command.words)}`"
+    if code != command.exit_code:
         return (
-            f"{command.where}: `llmdeploy {shlex.join(command.words)}` exited "
-            f"{result.exit_code}, the docs say {command.exit_code}\n{result.stderr[-2000:]}"
+            f"{command.where}: {said} exited {code}, the docs say {command.exit_code}\n"
+            f"{stderr[-2000:]}"
         )
+    shown = _lines("\n".join(command.output))
+    out, err = _lines(stdout), _lines(stderr)
+    if not command.piped and not shown_matches(shown, out, err):
+        diff = "\n".join(
+            difflib.unified_diff(shown, err + out, "docs", "stderr+stdout", lineterm="")
+        )
+        return f"{command.where}: {said} printed something else than the docs show:\n{diff}"
     return None
 
 
@@ -236,6 +311,25 @@ def test_block_parser() -> None:
     ]
     assert [c.exit_code for c in found] == [4, 0]
     assert found[0].where.endswith(":3")
+    assert [c.output for c in found] == [("output line",), ()]
+    assert [c.piped for c in found] == [False, True]
+
+
+def test_shown_output_must_be_what_was_printed() -> None:
+    out, err = ["a", "b", "c"], ["note: x"]
+    assert shown_matches(["note: x", "a", "b", "c"], out, err)
+    assert shown_matches(["a", "b", "note: x", "c"], out, err)  # streams interleave
+    assert shown_matches(["a", "...", "note: x"], out, err)
+    assert shown_matches(["..."], out, err)
+    assert not shown_matches(["a", "b", "c"], out, err)  # a printed line left out
+    assert not shown_matches(["b", "a", "c", "note: x"], out, err)  # out of order
+    assert not shown_matches(["a", "b", "c", "d", "note: x"], out, err)  # a line not printed
+    assert not shown_matches(["a", "B", "c", "note: x"], out, err)
+    wrong = Command("t:1", ("presets",), 0, ("llama3-70b-vllm-p4d  vllm  (not what it prints)",))
+    problem = run_command(wrong)
+    assert problem is not None and "printed something else than the docs show" in problem
+    listed = [line for line in _lines(CliRunner().invoke(cli.app, ["presets"]).stdout)]
+    assert run_command(dataclasses.replace(wrong, output=tuple(listed))) is None
 
 
 # --- generated docs ------------------------------------------------------------------------------

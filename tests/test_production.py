@@ -10,7 +10,6 @@ YAML through the same pipeline.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 import shutil
 import subprocess
@@ -767,17 +766,3 @@ def test_checkov_scan_script_passes_shellcheck() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     text = script.read_text(encoding="utf-8")
     assert "set -euo pipefail" in text and "--skip-download" in text
-
-
-def test_production_doc_worked_example_matches_the_render(crds: object) -> None:
-    preset = "llama3-70b-vllm-p4d"
-    if preset not in PRESETS:
-        pytest.skip("the worked example's preset is gone")
-    out = rendered(preset, crds)
-    probe = out.server["startupProbe"]
-    doc = (REPO / "docs" / "production.md").read_text(encoding="utf-8")
-    assert f"failureThreshold: {probe['failureThreshold']}" in doc
-    assert f"{probe_window(probe)} s" in doc
-    assert f"{out.weights_gib:.1f} GiB" in doc
-    minutes = math.ceil(probe_window(probe) / 60)
-    assert f"{minutes} min" in doc

@@ -1,6 +1,6 @@
 """Glue: spec → checks → size → plan → render → check, all in memory; the write stage and the
-CLI take it from here. Besides reading the spec's own files (a local ``config.json``) and the
-presets, nothing here touches the disk.
+CLI take it from here. It reads (the presets, and through the stages a spec's local
+``config.json`` and the packaged data) and never writes a file.
 
 The engine named by ``engine.type`` is looked up once, in the registry; the stages it feeds never
 branch on its name.

@@ -1,4 +1,6 @@
-"""The write stage: the only module that touches the output file system.
+"""The write stage: it writes the output tree and computes its drift diff. Besides it, only the
+CLI writes files (single files, atomically: ``schema -o``, ``init -o``); tests/test_architecture.py
+fails on a write anywhere else.
 
 * ``write_tree`` puts files into a directory atomically enough for GitOps: everything is first
   written into a temporary directory beside the target, then each file is moved into place with
