@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -98,10 +99,37 @@ def test_quick_run_prints_table_and_goals(tmp_path: Path) -> None:
         "| size --model llama-3-70b",
         "| size --preset",
         "| render DIR of 2 specs -o DIR |",
+        "| runtime dependencies imported, no llmdeploy code | 1 |",
     ):
         assert row in out
     assert "--crd-dir CRDS: NOT MEASURED: no CRD directory" in out
     goals = out.split("## Goals", 1)[1]
     assert goals.count("\n- ") == 4
     assert "quick-mode size < 250 ms" in goals and "ESTIMATED from 2 specs" in goals
+    if shutil.which("kubectl"):  # the render goal is a ratio of alternated pairs
+        assert "(median of 1 alternated pairs;" in goals
+        assert "importing the runtime dependencies alone takes" in goals
     assert (tmp_path / "samples.json").is_file()
+
+
+def test_alternate_prints_one_row_per_command_with_ratios() -> None:
+    script = REPO / "benchmarks" / "alternate.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--runs", "2", "--warmup", "0", "true", "sleep 0.2"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| `")]
+    assert [row.split("`")[1] for row in rows] == ["true", "sleep 0.2"]
+    assert rows[0].endswith("| 1.00 |")
+    assert float(rows[1].rsplit("|", 2)[1]) > 1.0  # sleep is slower than true
+    failing = subprocess.run(
+        [sys.executable, str(script), "--runs", "1", "true", "false"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert failing.returncode == 1 and "false: exit 1" in failing.stderr

@@ -8,7 +8,6 @@ branch on its name.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -189,7 +188,11 @@ def render_many(
         header_command=header_command, crds=crds, kube_version=kube_version, force=force
     )
     workers = min(os.cpu_count() or 1, len(specs))
-    if len(specs) < PARALLEL_MIN_SPECS or workers < 2 or "fork" not in mp.get_all_start_methods():
+    if len(specs) < PARALLEL_MIN_SPECS or workers < 2:
+        return [render_loaded(ls, **job) for ls in specs]
+    import multiprocessing as mp  # fleets only: ~8 ms of imports
+
+    if "fork" not in mp.get_all_start_methods():
         return [render_loaded(ls, **job) for ls in specs]
     _JOB.clear()
     _JOB.update(job)

@@ -5,14 +5,23 @@ keep_trailing_newline, trim/lstrip blocks, autoescape off, no globals. Every use
 scalar goes through the ``yq`` filter (a JSON-encoded string is a valid YAML double-quoted
 scalar, so a value with ``:``, ``yes``, ``1e3``, a newline or ``{{`` stays the same string) and
 every shell word through ``sq`` (``shlex.quote``).
+
+Compiling the templates (Jinja source to Python) costs ~40 ms, every process. So
+``compiled_templates.json`` ships the Python source Jinja generates for each template, written by
+``scripts/compile_templates.py``; a template's precompiled code is used only when its source is
+unchanged (sha256), under the Jinja version and environment options that compiled it. Anything
+else, a template edited since, or a third engine's, is compiled from source as before.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import re
 import shlex
+from collections.abc import Callable, Mapping, MutableMapping
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,20 +67,94 @@ def to_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
+def source_loader() -> jinja2.BaseLoader:
+    """Where the templates' sources are: the shared ones, then each engine's under its name."""
+    return jinja2.ChoiceLoader(
+        [
+            jinja2.FileSystemLoader(str(templates_dir())),
+            jinja2.PrefixLoader(
+                {
+                    name: jinja2.FileSystemLoader(str(folder))
+                    for name, folder in registry.template_dirs().items()
+                }
+            ),
+        ]
+    )
+
+
+COMPILED = "compiled_templates.json"
+
+
+def source_digest(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def compile_key(env: jinja2.Environment) -> str:
+    """What Jinja's generated code depends on besides the source: its version and the options."""
+    options = (
+        env.block_start_string,
+        env.block_end_string,
+        env.variable_start_string,
+        env.variable_end_string,
+        env.comment_start_string,
+        env.comment_end_string,
+        env.line_statement_prefix,
+        env.line_comment_prefix,
+        env.trim_blocks,
+        env.lstrip_blocks,
+        env.newline_sequence,
+        env.keep_trailing_newline,
+        env.optimized,
+        env.undefined.__name__,
+        sorted(env.extensions),
+    )
+    return f"jinja2 {jinja2.__version__} {json.dumps(options)}"
+
+
+class _PrecompiledLoader(jinja2.BaseLoader):
+    """Reads each template's source, and uses its precompiled code when that is still valid."""
+
+    def __init__(self, source: jinja2.BaseLoader) -> None:
+        self.source = source
+
+    def get_source(
+        self, environment: jinja2.Environment, template: str
+    ) -> tuple[str, str | None, Callable[[], bool] | None]:
+        return self.source.get_source(environment, template)
+
+    def list_templates(self) -> list[str]:
+        return self.source.list_templates()
+
+    def load(
+        self,
+        environment: jinja2.Environment,
+        name: str,
+        globals: MutableMapping[str, Any] | None = None,
+    ) -> jinja2.Template:
+        source, filename, uptodate = self.get_source(environment, name)
+        entry = _compiled(compile_key(environment)).get(name)
+        if entry is not None and entry["sha256"] == source_digest(source):
+            code = compile(entry["code"], filename or "<template>", "exec")
+        else:
+            code = environment.compile(source, name, filename)
+        return environment.template_class.from_code(
+            environment, code, environment.make_globals(globals), uptodate
+        )
+
+
+@functools.cache
+def _compiled(key: str) -> Mapping[str, Any]:
+    """Template name -> {"sha256", "code"}, when written under the same ``compile_key``."""
+    text = resources.files("llmdeploy").joinpath(COMPILED).read_text(encoding="utf-8")
+    data = json.loads(text)
+    templates: Mapping[str, Any] = data["templates"] if data["compile_key"] == key else {}
+    return templates
+
+
 @functools.cache
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.ChoiceLoader(
-            [
-                jinja2.FileSystemLoader(str(templates_dir())),
-                jinja2.PrefixLoader(
-                    {
-                        name: jinja2.FileSystemLoader(str(folder))
-                        for name, folder in registry.template_dirs().items()
-                    }
-                ),
-            ]
-        ),
+        loader=_PrecompiledLoader(source_loader()),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

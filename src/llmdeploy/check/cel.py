@@ -1,12 +1,23 @@
 """CEL for CRD ``x-kubernetes-validations``: cel-python plus the Kubernetes string functions it
-lacks. Imported only when a custom kind is validated (celpy and its Lark grammar cost ~120 ms of
-imports and ~0.2 s to build the parser)."""
+lacks. Imported only when a custom kind is validated (celpy and its imports cost ~60 ms).
+
+Building cel-python's Lark parser costs ~0.1 s and parsing the rules of a render's four custom
+kinds ~40 ms, every process. So the parse trees of every rule in the bundled CRD schemas ship in
+``crd_schemas/cel_rules.json`` (written by ``scripts/bundle_crds.py`` with :func:`tree_to_json`),
+and the parser is built only for a rule that is not there (a ``--crd-dir`` CRD). The trees are
+used only when the installed Lark and cel-python parser are the ones that wrote them
+(:func:`parser_identity`); otherwise every rule is parsed, with the same result, more slowly.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from functools import cache
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import celpy
@@ -14,6 +25,7 @@ import lark
 import re2  # type: ignore[import-untyped, unused-ignore]
 from celpy import celtypes
 from celpy.adapter import json_to_cel
+from celpy.celparser import CELParser
 from celpy.evaluation import CELEvalError, base_functions
 
 # --- CEL ---------------------------------------------------------------------------------------
@@ -61,9 +73,72 @@ _SUPPORTED = _MACROS | set(base_functions) | set(_EXTENSIONS)
 _ESCAPED_NAME = re.compile(r"__[a-z]+__")  # Kubernetes escapes field names like "x-y" as x__dash__y
 
 
+class _ParserOnFirstUse:
+    """Stands in for cel-python's parser singleton (``CELParser.CEL_PARSER``, which celpy documents
+    resetting to ``None`` to get a new one) until a rule must really be parsed."""
+
+    def parse(self, text: str) -> lark.Tree[Any]:
+        CELParser.CEL_PARSER = None
+        CELParser(tree_class=celpy.InterpretedRunner.tree_node_class)  # builds it: ~0.1 s
+        assert CELParser.CEL_PARSER is not None
+        return CELParser.CEL_PARSER.parse(text)
+
+
 @cache
 def _cel_environment() -> celpy.Environment:
-    return celpy.Environment()  # builds a Lark parser: ~0.2 s, so once per process
+    if CELParser.CEL_PARSER is None:
+        CELParser.CEL_PARSER = _ParserOnFirstUse()  # type: ignore[assignment]
+    return celpy.Environment()
+
+
+def parser_identity() -> str:
+    """What the parse trees depend on: Lark's version and cel-python's grammar and parser."""
+    digest = hashlib.sha256()
+    for name in ("cel.lark", "celparser.py"):
+        digest.update((Path(celpy.__file__).parent / name).read_bytes())
+    return f"lark {lark.__version__}, cel-python parser {digest.hexdigest()[:16]}"
+
+
+@cache
+def _bundled_trees() -> Mapping[str, Any]:
+    """Rule text -> parse tree (or ``{"error": NAME}``) for the bundled CRD schemas' rules."""
+    path = resources.files("llmdeploy.check").joinpath("crd_schemas", "cel_rules.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    trees: Mapping[str, Any] = data["rules"] if data["parser"] == parser_identity() else {}
+    return trees
+
+
+def tree_to_json(node: lark.Tree[Any] | lark.Token) -> Any:
+    """A parse tree as JSON: ``[rule, [line, column] | None, [children...]]`` for a tree,
+    ``[type, value, line, column]`` for a token (celpy's evaluator reads only these positions)."""
+    if isinstance(node, lark.Token):
+        return [node.type, str(node), node.line, node.column]
+    meta = None if node.meta.empty else [node.meta.line, node.meta.column]
+    return [str(node.data), meta, [tree_to_json(child) for child in node.children]]
+
+
+def tree_from_json(data: Any) -> Any:
+    """The inverse of :func:`tree_to_json`."""
+    if len(data) == 4:
+        kind, value, line, column = data
+        return lark.Token(kind, value, None, line, column)
+    rule, position, children = data
+    meta = lark.tree.Meta()  # type: ignore[no-untyped-call]
+    if position is not None:
+        meta.line, meta.column = position
+        meta.empty = False
+    return lark.Tree(_rule_name(rule), [tree_from_json(c) for c in children], meta)
+
+
+@cache
+def _rule_name(rule: str) -> lark.Token:
+    return lark.Token("RULE", rule)
+
+
+def parse_rule(rule: str) -> lark.Tree[Any]:
+    """Parse with cel-python (raises its parse errors)."""
+    tree: lark.Tree[Any] = _cel_environment().compile(rule)
+    return tree
 
 
 @cache
@@ -72,10 +147,16 @@ def compile_rule(rule: str) -> celpy.Runner | str:
     if _ESCAPED_NAME.search(rule):
         return "uses an escaped field name"
     env = _cel_environment()
-    try:
-        ast = env.compile(rule)
-    except Exception as exc:  # cel-python grammar gaps (optionals, ...)
-        return f"cel-python cannot parse it ({type(exc).__name__})"
+    bundled = _bundled_trees().get(rule)
+    if isinstance(bundled, dict):
+        return f"cel-python cannot parse it ({bundled['error']})"
+    if bundled is not None:
+        ast = tree_from_json(bundled)
+    else:
+        try:
+            ast = parse_rule(rule)
+        except Exception as exc:  # cel-python grammar gaps (optionals, ...)
+            return f"cel-python cannot parse it ({type(exc).__name__})"
     names: set[str] = set()
     for sub in ast.iter_subtrees():
         if sub.data == "member_dot_arg" and isinstance(sub.children[1], lark.Token):
