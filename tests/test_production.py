@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from cluster_model import admits
 from llmdeploy import pipeline, render
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
@@ -390,46 +391,58 @@ def _container_port(out: Out, name: str) -> int:
     raise AssertionError(f"no container port named {name}")
 
 
-def _admits_namespace(peer: dict[str, Any], namespace: str) -> bool:
-    sel = peer.get("namespaceSelector")
-    if sel is None or "podSelector" in peer:
-        return False
-    if sel.get("matchLabels", {}).get("kubernetes.io/metadata.name") == namespace:
-        return True
-    return any(
-        e["key"] == "kubernetes.io/metadata.name"
-        and e["operator"] == "In"
-        and namespace in e["values"]
-        for e in sel.get("matchExpressions", [])
-    )
+def prometheus_pod(spec: Spec) -> tuple[str, dict[str, str]]:
+    """(namespace, labels) of a pod of the spec's Prometheus as it runs: prometheus-operator
+    v0.93.0 labels its pods with makeSelectorLabels (pkg/prometheus/server/operator.go:
+    managed-by, app.kubernetes.io/name=prometheus, instance, operator.prometheus.io/name,
+    prometheus=<name>); kube-prometheus v0.18.0 adds its podMetadata labels
+    (manifests/prometheus-prometheus.yaml); kube-prometheus-stack names the Prometheus
+    <fullname>-prometheus."""
+    from llmdeploy.plan.prometheus import kps_fullname
+
+    p = spec.monitoring.prometheus
+    if p.flavor == "kube-prometheus":
+        name = p.instance  # type: ignore[union-attr]
+        extra = {
+            "app.kubernetes.io/component": "prometheus",
+            "app.kubernetes.io/part-of": "kube-prometheus",
+        }
+    elif p.flavor == "kube-prometheus-stack":
+        name, extra = f"{kps_fullname(p.release)}-prometheus", {}  # type: ignore[union-attr]
+    else:
+        return p.namespace, dict(p.scraper_labels)  # type: ignore[union-attr]
+    labels = {
+        "app.kubernetes.io/managed-by": "prometheus-operator",
+        "app.kubernetes.io/name": "prometheus",
+        "app.kubernetes.io/instance": name,
+        "operator.prometheus.io/name": name,
+        "prometheus": name,
+        **extra,
+    }
+    return p.namespace, labels
 
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_network_policy_admits_prometheus_on_the_metrics_port(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
-    # the policy of the serving pods (an engine-build Job has its own, with no ingress)
-    (netpol,) = [
-        p
-        for p in out.all("NetworkPolicy")
-        if selects(p["spec"]["podSelector"]["matchLabels"], out.pod_labels)
-    ]
+    policies = out.all("NetworkPolicy")
+    server = (out.spec.namespace, out.pod_labels)
     monitor = out.one("ServiceMonitor")
     metrics_port = _container_port(out, monitor["spec"]["endpoints"][0]["port"])
-    prom_ns = out.spec.network.prometheus_namespace
-    assert any(
-        any(_admits_namespace(peer, prom_ns) for peer in rule["from"])
-        and metrics_port in {p["port"] for p in rule["ports"]}
-        for rule in netpol["spec"]["ingress"]
-    ), f"no ingress rule lets namespace {prom_ns} reach port {metrics_port}"
-    # Clients in the deployment's namespace reach every Service port.
+    prometheus = prometheus_pod(out.spec)
+    assert admits(policies, server, prometheus, metrics_port), "Prometheus cannot scrape"
+    # Any other pod of Prometheus's namespace (Grafana, Alertmanager) reaches nothing.
+    grafana = (prometheus[0], {"app.kubernetes.io/name": "grafana"})
     service_ports = {
         _container_port(out, p["targetPort"]) for p in out.one("Service")["spec"]["ports"]
     }
-    client_ports = set()
-    for rule in netpol["spec"]["ingress"]:
-        if any(_admits_namespace(peer, out.spec.namespace) for peer in rule["from"]):
-            client_ports |= {p["port"] for p in rule["ports"]}
-    assert service_ports - {metrics_port} <= client_ports
+    for port in service_ports:
+        assert not admits(policies, server, grafana, port), port
+    # Clients in the deployment's namespace reach every Service port; other namespaces none.
+    client = (out.spec.namespace, {"app": "gateway"})
+    for port in service_ports - {metrics_port}:
+        assert admits(policies, server, client, port), port
+        assert not admits(policies, server, ("elsewhere", {}), port), port
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -455,7 +468,10 @@ METRICS_PATH = {"vllm": "/metrics", "triton": "/metrics", "trtllm-serve": "/prom
 
 def test_pod_monitor_variant_scrapes_a_container_port(crds: object) -> None:
     def edit(d: dict[str, Any]) -> None:
-        d["monitoring"] = {"kind": "PodMonitor", "labels": {"release": "kps"}}
+        d["monitoring"] = {
+            "kind": "PodMonitor",
+            "prometheus": {"flavor": "kube-prometheus-stack", "release": "kps"},
+        }
 
     out = variant(PRESETS[0], edit, crds)
     assert not out.all("ServiceMonitor")
@@ -490,6 +506,20 @@ TRTLLM_SERVE_1_2 = {
 HISTOGRAM_SERIES = ("_sum", "_count", "_bucket")
 
 
+def expected_address(spec: Spec) -> str:
+    """The Service KEDA should query, as each flavour's manifests name it (kube-prometheus:
+    manifests/prometheus-service.yaml; kube-prometheus-stack: templates/prometheus/service.yaml)."""
+    from llmdeploy.plan.prometheus import kps_fullname
+
+    p = spec.monitoring.prometheus
+    if spec.autoscaling.prometheus_address:
+        return spec.autoscaling.prometheus_address
+    if p.flavor == "kube-prometheus":
+        return f"http://prometheus-{p.instance}.{p.namespace}.svc:9090"  # type: ignore[union-attr]
+    assert p.flavor == "kube-prometheus-stack"
+    return f"http://{kps_fullname(p.release)}-prometheus.{p.namespace}.svc:9090"  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("preset", PRESETS)
 def test_keda_query_uses_a_metric_the_pinned_version_exports(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
@@ -499,7 +529,7 @@ def test_keda_query_uses_a_metric_the_pinned_version_exports(preset: str, crds: 
     meta = trigger["metadata"]
     assert "metricName" not in meta and "metricName" not in trigger  # removed in KEDA 2.12
     assert isinstance(meta["threshold"], str) and float(meta["threshold"]) > 0
-    assert meta["serverAddress"] == out.spec.autoscaling.prometheus_address
+    assert meta["serverAddress"] == expected_address(out.spec)
     query = meta["query"]
     metrics = set(METRIC.findall(query))
     assert f'namespace="{out.spec.namespace}"' in query

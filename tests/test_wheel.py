@@ -93,6 +93,15 @@ def test_installed_wheel_renders_a_preset_outside_the_source_tree(
     )
     assert proc.returncode == 0, proc.stderr
     assert "note: custom kinds validated with the bundled CRD schemas" in proc.stderr
-    assert "not validated" not in proc.stderr
+    # every bundled kind validated; only PrometheusRule has no bundled CRD yet
+    # (test_crd_bundle.NOT_BUNDLED_YET)
+    unvalidated = [line for line in proc.stderr.splitlines() if "not validated" in line]
+    assert unvalidated in (
+        [],
+        [
+            "warning: custom kinds not validated (no CRD for them in the bundled CRD schemas; "
+            "give --crd-dir): PrometheusRule"
+        ],
+    ), unvalidated
     assert "# Source: deployment.yaml" in proc.stdout
     assert "kind: NodePool" in proc.stdout

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 
 from llmdeploy import __version__
 from llmdeploy.catalog.ec2 import Instance
+from llmdeploy.errors import SpecFieldError
+from llmdeploy.plan.alerts import alerts_plan
 from llmdeploy.plan.names import labels_for, pool_name
 from llmdeploy.plan.nodes import nodeclass_plan, nodepool_plan
+from llmdeploy.plan.prometheus import PrometheusPlan, prometheus_plan
 from llmdeploy.plan.types import (
     KV,
     ConfigEntry,
@@ -27,41 +30,63 @@ from llmdeploy.plan.types import (
     Port,
     Resource,
     ScalerPlan,
+    TemplateText,
     WorkloadPlan,
 )
 from llmdeploy.spec.sections import Spec
 
 # Object order: infrastructure first, then namespaced plumbing, workload, then autoscalers
 # (Helm's install order, extended with the custom kinds). "Kind/variant" is a second object of
-# a kind, in its own file (`serviceaccount-engine-build.yaml`).
+# a kind, in its own file (`serviceaccount-engine-build.yaml`, `networkpolicy-prometheus.yaml`).
 KIND_ORDER = (
     "EC2NodeClass",
     "NodePool",
     "NetworkPolicy",
     "NetworkPolicy/engine-build",
+    "NetworkPolicy/prometheus",  # in Prometheus's namespace: lets the KEDA operator query it
     "PodDisruptionBudget",
     "ServiceAccount",
     "ServiceAccount/engine-build",
+    "Role/prometheus",
+    "RoleBinding/prometheus",
     "ConfigMap",
     "Service",
     "Deployment",
     "Job",
     "ServiceMonitor",
     "PodMonitor",
+    "PrometheusRule",
+    "TriggerAuthentication",
     "ScaledObject",
 )
+# KEDA fallback behavior: while the metric cannot be read keep the current count, or the
+# fallback replicas if higher (kedacore/keda@v2.20.2 pkg/fallback/fallback.go doFallback).
+FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
+# Alerts for Prometheus servers without the operator (Amazon Managed Prometheus takes this file:
+# aws amp create-rule-groups-namespace --data fileb://prometheus-rules.yml).
+RULES_FILE = "prometheus-rules.yml"
 
 
-def scaler_plan(spec: Spec, query: str) -> ScalerPlan:
+def scaler_plan(spec: Spec, query: str, prom: PrometheusPlan) -> ScalerPlan:
     a = spec.autoscaling
     return ScalerPlan(
         min_replicas=a.min_replicas,
         max_replicas=a.max_replicas,
         polling_interval=a.polling_interval,
         cooldown_period=a.cooldown_period,
-        server_address=a.prometheus_address,
+        server_address=prom.address,
         query=query,
         threshold=str(a.waiting_requests_per_replica),
+        # Only the 0 <-> 1 step uses it (active iff value > activationThreshold,
+        # prometheus_scaler.go GetMetricsAndActivity); minReplicas >= 1, written out anyway.
+        activation_threshold="0",
+        # With the default (true) an empty result reads as 0 with no error, so a broken scrape
+        # scales the fleet in and the fallback never applies (prometheus_scaler.go
+        # ExecutePromQuery); "false" makes it a failed read that counts toward the fallback.
+        ignore_null_values="false",
+        fallback_failures=a.fallback.failure_threshold,
+        fallback_replicas=a.fallback.replicas or a.min_replicas,
+        fallback_behavior=FALLBACK_BEHAVIOR,
         # A GPU replica takes minutes to become ready: add at most 2 per 2 minutes, and remove
         # one per 5 minutes after the stabilization window, so a short lull does not drop
         # capacity that takes long to get back.
@@ -70,7 +95,27 @@ def scaler_plan(spec: Spec, query: str) -> ScalerPlan:
         scale_down_window=a.scale_down_stabilization,
         scale_down_pods=1,
         scale_down_period=300,
+        aws_region=prom.aws_region,
+        auth_ref=prom.trigger_auth.name if prom.trigger_auth else None,
     )
+
+
+def selection_labels(spec: Spec, prom: PrometheusPlan) -> tuple[KV, ...]:
+    """Labels the Prometheus selects monitors and rules by: the flavour's (release=...) and
+    `monitoring.labels`; a user label may not contradict the flavour's."""
+    flavour = {kv.key: kv.value for kv in prom.monitor_labels}
+    extra = list(prom.monitor_labels)
+    for key, value in sorted(spec.monitoring.labels.items()):
+        if key in flavour and flavour[key] != value:
+            raise SpecFieldError(
+                f"monitoring.labels.{key}",
+                f"label {key}={value} contradicts {key}={flavour[key]}, which "
+                f"monitoring.prometheus ({spec.monitoring.prometheus.flavor}) selects monitors by",
+                hint=f"drop {key} from monitoring.labels",
+            )
+        if key not in flavour:
+            extra.append(KV(key, value))
+    return tuple(extra)
 
 
 def monitor_plan(
@@ -79,14 +124,11 @@ def monitor_plan(
     m = spec.monitoring
     if m.kind == "none":
         return None
-    extra = tuple(KV(k, v) for k, v in sorted(m.labels.items()))
-    return MonitorPlan(
-        kind=m.kind, labels=labels + extra, port=port, path=path, interval=m.interval
-    )
+    return MonitorPlan(kind=m.kind, labels=labels, port=port, path=path, interval=m.interval)
 
 
 def netpol_plan(
-    spec: Spec, client_ports: tuple[int, ...], metrics_ports: tuple[int, ...]
+    spec: Spec, client_ports: tuple[int, ...], metrics_ports: tuple[int, ...], prom: PrometheusPlan
 ) -> NetpolPlan | None:
     n = spec.network
     if not n.network_policy:
@@ -95,7 +137,8 @@ def netpol_plan(
     return NetpolPlan(
         client_namespaces=tuple(clients),
         client_ports=client_ports,
-        prometheus_namespace=n.prometheus_namespace,
+        scraper_namespace=prom.scraper_namespace,
+        scraper_labels=prom.scraper_labels,
         metrics_ports=metrics_ports,
     )
 
@@ -126,6 +169,8 @@ class EngineParts:
     pod_ephemeral_gib: int
     config_map_data: tuple[ConfigEntry, ...] = ()
     extra_files: tuple[ExtraFile, ...] = ()
+    # PromQL for the fullest replica's KV-cache use (a fraction), for the KV-cache-full alert
+    kv_usage_query: str | None = None
     monitor_path: str = "/metrics"  # the HTTP path Prometheus scrapes on monitor_port
     job: JobPlan | None = None  # a Job next to the workload (TensorRT-LLM's engine build)
 
@@ -133,24 +178,44 @@ class EngineParts:
 def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command: str) -> Plan:
     infra_labels = labels_for(spec, "gpu-capacity", parts.version)
     name = pool_name(spec)
-    monitor = monitor_plan(spec, parts.monitor_port, parts.meta.labels, parts.monitor_path)
-    netpol = netpol_plan(spec, parts.client_ports, parts.metrics_ports)
+    prom = prometheus_plan(spec)
+    selected_by = parts.meta.labels + selection_labels(spec, prom)
+    monitor = monitor_plan(spec, parts.monitor_port, selected_by, parts.monitor_path)
+    netpol = netpol_plan(spec, parts.client_ports, parts.metrics_ports, prom)
+    scaled = spec.autoscaling.enabled
+    alerts = alerts_plan(
+        spec,
+        parts.workload,
+        parts.scaler_query,
+        parts.kv_usage_query,
+        selected_by,
+    )
+    extra_files = parts.extra_files
+    if alerts is not None and not prom.operator_rules:
+        context = (("alerts", alerts), ("deployment", f"{spec.namespace}/{spec.name}"))
+        rules = TemplateText("k8s/prometheus-rules.yml.j2", context)
+        extra_files += (ExtraFile(RULES_FILE, rules),)
     has = {
         "EC2NodeClass": True,
         "NodePool": True,
         "NetworkPolicy": netpol is not None,
         "NetworkPolicy/engine-build": netpol is not None and parts.job is not None,
+        "NetworkPolicy/prometheus": prom.query_access is not None and scaled,
         "PodDisruptionBudget": True,
         "ServiceAccount": True,
         "ServiceAccount/engine-build": parts.job is not None
         and parts.job.service_account_meta is not None,
+        "Role/prometheus": prom.rbac is not None and monitor is not None,
+        "RoleBinding/prometheus": prom.rbac is not None and monitor is not None,
         "ConfigMap": bool(parts.config_map_data),
         "Service": True,
         "Deployment": True,
         "Job": parts.job is not None,
         "ServiceMonitor": monitor is not None and monitor.kind == "ServiceMonitor",
         "PodMonitor": monitor is not None and monitor.kind == "PodMonitor",
-        "ScaledObject": spec.autoscaling.enabled,
+        "PrometheusRule": alerts is not None and prom.operator_rules,
+        "TriggerAuthentication": prom.trigger_auth is not None and scaled,
+        "ScaledObject": scaled,
     }
     sa_annotations: tuple[KV, ...] = ()
     if spec.service_account.iam_role_arn:
@@ -164,14 +229,19 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         workload=parts.workload,
         service_ports=parts.service_ports,
         service_account_annotations=sa_annotations,
-        scaler=scaler_plan(spec, parts.scaler_query),
+        scaler=scaler_plan(spec, parts.scaler_query, prom),
         monitor=monitor,
         netpol=netpol,
         pdb_max_unavailable=1,
         config_map_data=parts.config_map_data,
         resources=resource_list(has),
-        extra_files=parts.extra_files,
+        extra_files=extra_files,
         header_command=header_command,
+        notices=prom.notices,
+        prometheus_rbac=prom.rbac,
+        query_access=prom.query_access,
+        trigger_auth=prom.trigger_auth,
+        alerts=alerts,
         job=parts.job,
     )
 

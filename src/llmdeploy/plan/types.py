@@ -209,11 +209,64 @@ class ScalerPlan:
     server_address: str
     query: str
     threshold: str
+    activation_threshold: str
+    ignore_null_values: str  # "false": a missing series is an error, so the fallback applies
+    fallback_failures: int
+    fallback_replicas: int
+    fallback_behavior: str
     scale_up_pods: int
     scale_up_period: int
     scale_down_window: int
     scale_down_pods: int
     scale_down_period: int
+    aws_region: str | None = None  # Amazon Managed Prometheus: SigV4 region
+    auth_ref: str | None = None  # TriggerAuthentication name
+
+
+@dataclass(frozen=True)
+class RbacPlan:
+    """A Role + RoleBinding in the serving namespace letting Prometheus discover targets."""
+
+    name: str
+    subject_name: str  # the Prometheus ServiceAccount
+    subject_namespace: str
+
+
+@dataclass(frozen=True)
+class QueryAccessPlan:
+    """A NetworkPolicy in Prometheus's namespace admitting the KEDA operator to its port."""
+
+    name: str
+    namespace: str
+    prometheus_labels: tuple[KV, ...]
+    keda_namespace: str
+    keda_labels: tuple[KV, ...]
+    port: int
+
+
+@dataclass(frozen=True)
+class TriggerAuthPlan:
+    """KEDA TriggerAuthentication with AWS pod identity (SigV4 for Amazon Managed Prometheus)."""
+
+    name: str
+    role_arn: str | None
+
+
+@dataclass(frozen=True)
+class AlertRule:
+    name: str
+    expr: str
+    for_: str
+    severity: str
+    summary: str
+    description: str
+
+
+@dataclass(frozen=True)
+class AlertsPlan:
+    group: str
+    labels: tuple[KV, ...]  # on the PrometheusRule (what its Prometheus selects rules by)
+    rules: tuple[AlertRule, ...]
 
 
 @dataclass(frozen=True)
@@ -229,7 +282,8 @@ class MonitorPlan:
 class NetpolPlan:
     client_namespaces: tuple[str, ...]
     client_ports: tuple[int, ...]
-    prometheus_namespace: str
+    scraper_namespace: str
+    scraper_labels: tuple[KV, ...]  # empty: any pod of scraper_namespace
     metrics_ports: tuple[int, ...]
 
 
@@ -286,5 +340,9 @@ class Plan:
     resources: tuple[Resource, ...]
     extra_files: tuple[ExtraFile, ...] = field(default=())
     header_command: str = ""
+    prometheus_rbac: RbacPlan | None = None
+    query_access: QueryAccessPlan | None = None
+    trigger_auth: TriggerAuthPlan | None = None
+    alerts: AlertsPlan | None = None
     notices: tuple[Notice, ...] = ()  # warnings and assumptions the CLI prints, located
     job: JobPlan | None = None

@@ -132,6 +132,14 @@ def check_no_credentials(url: str, what: str, hint: str) -> str:
     return url
 
 
+def check_labels(v: dict[str, str]) -> dict[str, str]:
+    """Every key and value of a label map is one Kubernetes accepts."""
+    for key, value in v.items():
+        check_label_key(key)
+        check_label_value(value)
+    return v
+
+
 def check_cli_word(v: str | None, what: str) -> str | None:
     """A value passed to an engine command line as one word: not empty, no leading '-', no
     control characters (it would read as an option or break the process arguments)."""

@@ -90,14 +90,30 @@ def _field_by_alias(model: type[pydantic.BaseModel], key: str | int) -> Any:
 
 
 def _submodel(annotation: Any, loc: Path_, depth: int) -> type[pydantic.BaseModel] | None:
-    for candidate in _flatten(annotation):
-        if isinstance(candidate, type) and issubclass(candidate, pydantic.BaseModel):
-            tag = loc[depth] if depth < len(loc) else None
-            type_field = candidate.model_fields.get("type")
-            if type_field is not None and tag is not None and type_field.default != tag:
-                continue
-            return candidate
+    models = [
+        c for c in _flatten(annotation) if isinstance(c, type) and issubclass(c, pydantic.BaseModel)
+    ]
+    tag = loc[depth] if depth < len(loc) else None
+    for candidate in models:
+        if len(models) > 1 and tag is not None and not _has_tag(candidate, tag):
+            continue  # another member of a discriminated union
+        return candidate
     return None
+
+
+def _has_tag(model: type[pydantic.BaseModel], tag: str | int) -> bool:
+    """Whether a member of a discriminated union (``type`` of an engine, ``flavor`` of a
+    Prometheus) is the one selected by ``tag``; models without a Literal field match any."""
+    literals = [
+        typing.get_args(info.annotation)
+        for info in model.model_fields.values()
+        if typing.get_origin(info.annotation) is typing.Literal
+    ]
+    return not literals or any(tag in values for values in literals)
+
+
+def _discriminator(err: Mapping[str, Any]) -> str:
+    return str(err.get("ctx", {}).get("discriminator", "type")).strip("'")
 
 
 def _flatten(annotation: Any) -> Iterator[Any]:
@@ -218,12 +234,15 @@ def diagnostics(
             expected = str(err.get("ctx", {}).get("expected_tags", ""))
             got = err.get("ctx", {}).get("tag")
             tags = [t.strip().strip("'") for t in expected.split(",")]
-            message = f"`{where}.type`: {got!r} is not one of {expected}"
+            tag_key = _discriminator(err)
+            message = f"`{where}.{tag_key}`: {got!r} is not one of {expected}"
             message += _did_you_mean(str(got), tags)
-            line, col = nearest(positions, (*path, "type"))
+            line, col = nearest(positions, (*path, tag_key))
         elif etype == "union_tag_not_found":
-            names = ", ".join(repr(t) for t in registry.names())
-            message = f"missing required field `{where}.type` (one of {names})"
+            tag_key = _discriminator(err)
+            message = f"missing required field `{where}.{tag_key}`"
+            if tag_key == "type":
+                message += f" (one of {', '.join(repr(t) for t in registry.names())})"
             line, col = nearest(positions, path)
         elif etype in EXPECTED:
             got = err.get("input")

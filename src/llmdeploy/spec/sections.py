@@ -28,6 +28,7 @@ from llmdeploy.spec.fields import (
     check_dns_label,
     check_no_credentials,
 )
+from llmdeploy.spec.prometheus import PROMETHEUS_AUTH_HINT, KubePrometheusStack, Prometheus
 
 API_VERSION = "llmdeploy.dev/v1alpha1"
 KIND = "ModelDeployment"
@@ -35,13 +36,6 @@ KIND = "ModelDeployment"
 
 Quantization = Literal["none", "fp8", "int8", "int4-awq", "int4-gptq"]
 KvCacheDtype = Literal["auto", "fp8"]
-
-# Where the Prometheus address's credentials belong instead (check_no_credentials).
-PROMETHEUS_AUTH_HINT = (
-    "keep credentials out of the URL: KEDA reads them from a TriggerAuthentication (authModes "
-    "basic or bearer with a Secret; for Amazon Managed Prometheus, AWS SigV4 with podIdentity "
-    "provider aws), https://keda.sh/docs/2.20/scalers/prometheus/"
-)
 
 
 class SecretKeyRef(SpecModel):
@@ -214,6 +208,23 @@ class Slo(SpecModel):
     )
 
 
+class Fallback(SpecModel):
+    """What KEDA does when it cannot read the metric (KEDA `fallback`)."""
+
+    failure_threshold: int = Field(
+        3, ge=1, le=100, description="Consecutive failed reads before the fallback applies."
+    )
+    replicas: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description=(
+            "Replicas kept while the metric cannot be read: the current count, or this many if "
+            "that is higher (KEDA behavior currentReplicasIfHigher). Default: `minReplicas`."
+        ),
+    )
+
+
 class Autoscaling(SpecModel):
     """KEDA scaling on queued requests read from Prometheus."""
 
@@ -245,16 +256,32 @@ class Autoscaling(SpecModel):
     scale_down_stabilization: int = Field(
         600, ge=0, le=3600, description="HPA scale-down stabilization window (seconds)."
     )
-    prometheus_address: str = Field(
-        "http://prometheus-operated.monitoring.svc:9090",
-        description="Prometheus base URL KEDA queries.",
+    prometheus_address: str | None = Field(
+        None,
+        description=(
+            "Prometheus base URL KEDA queries; default: the address of "
+            "`monitoring.prometheus` (its Service, or the AMP workspace)."
+        ),
         pattern=r"^https?://[^\s]+$",
     )
+    keda_namespace: str = Field(
+        "keda",
+        description=(
+            "Namespace of the KEDA operator (the pod that queries Prometheus), for the "
+            "NetworkPolicy that lets it reach kube-prometheus."
+        ),
+    )
+    fallback: Fallback = Field(default_factory=Fallback)
+
+    @field_validator("keda_namespace")
+    @classmethod
+    def _keda_ns(cls, v: str) -> str:
+        return check_dns_label(v)
 
     @field_validator("prometheus_address")
     @classmethod
-    def _address(cls, v: str) -> str:
-        return check_no_credentials(v, "the Prometheus address", PROMETHEUS_AUTH_HINT)
+    def _address(cls, v: str | None) -> str | None:
+        return v and check_no_credentials(v, "the Prometheus address", PROMETHEUS_AUTH_HINT)
 
     @model_validator(mode="after")
     def _range(self) -> Autoscaling:
@@ -311,10 +338,13 @@ class Network(SpecModel):
             "deployment's own namespace."
         ),
     )
-    prometheus_namespace: str = Field(
-        "monitoring", description="Namespace of the Prometheus that scrapes metrics."
+    network_policy: bool = Field(
+        True,
+        description=(
+            "Render a NetworkPolicy: clients reach the serving ports, the Prometheus pods of "
+            "`monitoring.prometheus` the metrics port, nothing else."
+        ),
     )
-    network_policy: bool = Field(True, description="Render a NetworkPolicy.")
 
     @field_validator("client_namespaces")
     @classmethod
@@ -322,11 +352,6 @@ class Network(SpecModel):
         for ns in v or ():
             check_dns_label(ns)
         return v
-
-    @field_validator("prometheus_namespace")
-    @classmethod
-    def _prom(cls, v: str) -> str:
-        return check_dns_label(v)
 
 
 class Monitoring(SpecModel):
@@ -344,6 +369,23 @@ class Monitoring(SpecModel):
         json_schema_extra={"propertyNames": {"not": {"pattern": "^app\\.kubernetes\\.io/"}}},
     )
     interval: str = Field("15s", pattern=r"^[0-9]+(ms|s|m)$")
+    prometheus: Prometheus = Field(
+        default_factory=KubePrometheusStack,
+        description=(
+            "Which Prometheus scrapes the server and answers KEDA, selected by `flavor`: "
+            "kube-prometheus, kube-prometheus-stack (default, release `kube-prometheus-stack` "
+            "in `monitoring`), amazon-managed or custom. Decides the monitor labels, RBAC, "
+            "NetworkPolicies, KEDA authentication and the query address."
+        ),
+    )
+    alerts: bool = Field(
+        True,
+        description=(
+            "Render alerts for the scaling pipeline (metric absent, queue above what "
+            "maxReplicas absorb, KV cache full): a PrometheusRule for the operator flavours, "
+            "a Prometheus rules file otherwise."
+        ),
+    )
 
 
 class Spec(SpecModel):

@@ -70,6 +70,12 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         EnvVar("VLLM_NO_USAGE_STATS", "1"),
         EnvVar("DO_NOT_TRACK", "1"),
     ]
+    if engine.api_key_secret is not None:
+        # Read by vLLM in every release llmdeploy renders (vllm/envs.py VLLM_API_KEY; the
+        # api_server adds its authentication middleware when it is set). From the Secret, so
+        # the key is neither in the manifest nor in the process arguments.
+        key = engine.api_key_secret
+        env.append(EnvVar("VLLM_API_KEY", secret_name=key.name, secret_key=key.key))
     mounts = [
         Mount("dshm", "/dev/shm"),
         Mount("home", "/home/vllm"),
@@ -109,8 +115,8 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         pre_stop_sleep=10,
     )
     served = spec.model.served_name or spec.model.id
-    metric = flags.metric_name(engine.version, "waiting")
-    query = f'sum({metric}{{namespace="{spec.namespace}",model_name="{_promql_escape(served)}"}})'
+    selector = f'{{namespace="{spec.namespace}",model_name="{_promql_escape(served)}"}}'
+    query = f"sum({flags.metric_name(engine.version, 'waiting')}{selector})"
     return EngineParts(
         engine="vllm",
         version=engine.version,
@@ -124,6 +130,7 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         metrics_ports=(HTTP_PORT,),
         scaler_query=query,
         pod_ephemeral_gib=ephemeral_gib,
+        kv_usage_query=f"max({flags.metric_name(engine.version, 'kv_usage')}{selector})",
     )
 
 

@@ -6,9 +6,14 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from llmdeploy.spec.fields import EngineSection, check_pinned_image, check_release
+from llmdeploy.spec.fields import EngineSection, SpecModel, check_pinned_image, check_release
 
 DEFAULT_VLLM_VERSION = "0.19.0"
+
+
+class ApiKeySecret(SpecModel):
+    name: str = Field(..., description="Secret name.", min_length=1, max_length=253)
+    key: str = Field("api-key", description="Key inside the Secret.", min_length=1, max_length=253)
 
 
 class VllmEngine(EngineSection):
@@ -25,6 +30,15 @@ class VllmEngine(EngineSection):
         ),
     )
     enforce_eager: bool = Field(False, description="Disable CUDA graphs (saves memory, slower).")
+    api_key_secret: ApiKeySecret | None = Field(
+        None,
+        description=(
+            "Secret holding an API key clients must send (`Authorization: Bearer <key>`), "
+            "given to vLLM as VLLM_API_KEY from the Secret (never the value). vLLM checks it "
+            "only on /v1 (and newer API) paths: /health and /metrics stay open, so probes and "
+            "Prometheus need no key, and the NetworkPolicy remains the real boundary."
+        ),
+    )
 
     @field_validator("image")
     @classmethod

@@ -1,0 +1,116 @@
+"""How the API server and the CNI read the objects llmdeploy renders, modelled for tests.
+
+- NetworkPolicy ingress (https://kubernetes.io/docs/concepts/services-networking/network-policies/):
+  a pod selected by at least one policy with Ingress in its policyTypes is isolated and admits
+  only what some such policy's rule allows; policies are additive. A peer with both
+  namespaceSelector and podSelector matches pods that satisfy both; a podSelector alone
+  means pods of the policy's own namespace; an empty `from` or `ports` matches everything.
+  Namespaces carry `kubernetes.io/metadata.name: <name>` (set by the API server).
+- RBAC (https://kubernetes.io/docs/reference/access-authn-authz/rbac/): a RoleBinding grants
+  its Role's rules, in its own namespace, to its subjects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def selects(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    """metav1.LabelSelector semantics: matchLabels AND matchExpressions; {} selects all."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and labels.get(key) in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def _peer_matches(
+    peer: Mapping[str, Any], policy_ns: str, src_ns: str, src_labels: Mapping[str, str]
+) -> bool:
+    ns_sel, pod_sel = peer.get("namespaceSelector"), peer.get("podSelector")
+    if "ipBlock" in peer:
+        return False  # pod traffic only
+    ns_ok = (
+        selects(ns_sel, {"kubernetes.io/metadata.name": src_ns})
+        if ns_sel is not None
+        else src_ns == policy_ns
+    )
+    pod_ok = selects(pod_sel, src_labels) if pod_sel is not None else True
+    return ns_ok and pod_ok
+
+
+def admits(
+    policies: Iterable[Mapping[str, Any]],
+    dst: tuple[str, Mapping[str, str]],
+    src: tuple[str, Mapping[str, str]],
+    port: int,
+) -> bool:
+    """Whether a pod (namespace, labels) may open a TCP connection to ``dst`` on ``port``."""
+    dst_ns, dst_labels = dst
+    src_ns, src_labels = src
+    isolating = [
+        p
+        for p in policies
+        if p["metadata"].get("namespace") == dst_ns
+        and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
+        and selects(p["spec"].get("podSelector", {}), dst_labels)
+    ]
+    if not isolating:
+        return True
+    for policy in isolating:
+        for rule in policy["spec"].get("ingress") or []:
+            peers = rule.get("from")
+            peers_ok = not peers or any(
+                _peer_matches(peer, dst_ns, src_ns, src_labels) for peer in peers
+            )
+            ports = rule.get("ports")
+            port_ok = not ports or any(p.get("port") == port for p in ports)
+            if peers_ok and port_ok:
+                return True
+    return False
+
+
+def rbac_allows(
+    docs: Iterable[Mapping[str, Any]],
+    subject: tuple[str, str],  # ServiceAccount (namespace, name)
+    namespace: str,
+    group: str,
+    resource: str,
+    verb: str,
+) -> bool:
+    """Whether a ServiceAccount may ``verb`` ``group/resource`` in ``namespace`` through the
+    Roles and RoleBindings among ``docs``."""
+    docs = list(docs)
+    roles = {
+        (d["metadata"]["namespace"], d["metadata"]["name"]): d for d in docs if d["kind"] == "Role"
+    }
+    for binding in (d for d in docs if d["kind"] == "RoleBinding"):
+        if binding["metadata"]["namespace"] != namespace:
+            continue
+        bound = any(
+            s["kind"] == "ServiceAccount" and (s.get("namespace"), s["name"]) == subject
+            for s in binding.get("subjects", [])
+        )
+        role = roles.get((namespace, binding["roleRef"]["name"]))
+        if not bound or role is None or binding["roleRef"]["kind"] != "Role":
+            continue
+        for rule in role.get("rules", []):
+            if (
+                group in rule.get("apiGroups", [])
+                and resource in rule.get("resources", [])
+                and verb in rule.get("verbs", [])
+            ):
+                return True
+    return False
