@@ -6,8 +6,9 @@ Usage: python scripts/calibration_report.py [--calibration PATH] [--breakdown]
 
 For every case: predicted vs observed weights GiB and KV-cache GiB (per GPU), the block count
 and token capacity the observed KV GiB gives with our bytes per token (exact up to the log's
-0.01 GiB rounding), and max concurrency where the log gives it. Cases the calculator cannot
-model are listed with the reason instead of numbers.
+0.01 GiB rounding), and max concurrency where the log gives it. Values a row lists under
+``inferred`` fill its nulls (marked ``*`` in the table). Cases the calculator cannot model are
+listed with the reason instead of numbers.
 
 ``--breakdown``: the components vLLM logs besides the KV cache (activation peak, non-torch memory,
 CUDA-graph pool), observed against predicted, for every case that logs them.
@@ -29,6 +30,7 @@ from llmdeploy.catalog.models import load_architecture
 from llmdeploy.errors import LlmdeployError
 from llmdeploy.sizing import calculator
 from llmdeploy.sizing import gpu_memory as size_hw
+from llmdeploy.sizing import kv as kvm
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.types import SizingRequest
 
@@ -57,11 +59,14 @@ class Row:
     blocks_obs: int | None
     blocks_from_obs_kv: int | None
     blocks_tolerance: int
+    block: int
     tokens_obs: int | None
     tokens_from_obs_kv: int | None
     conc_obs: float | None
     conc_pred: float | None
     excluded: str | None = None
+    conc_tolerance: float = 0.02
+    inferred: bool = False  # some inputs were inferred from context (the row's `inferred`)
 
     @staticmethod
     def err(pred: float | None, obs: float | None) -> float | None:
@@ -113,8 +118,15 @@ def _dtype(text: object) -> str:
     return word if word in {"float32", "float16", "bfloat16"} else "auto"
 
 
+def with_inferred(case: dict[str, Any]) -> dict[str, Any]:
+    """The row with its ``inferred`` values filling the nulls they name."""
+    extra = {k: v for k, v in (case.get("inferred") or {}).items() if k != "reason"}
+    return {**case, **{k: v for k, v in extra.items() if case.get(k) in (None, "") or k == "model"}}
+
+
 def request_for_case(case: dict[str, Any]) -> SizingRequest:
     """The SizingRequest reproducing one logged start-up (its own total, gmu, TP, version)."""
+    case = with_inferred(case)
     if int(case.get("pp") or 1) != 1:
         raise ValueError("pipeline parallelism is not modelled")
     arch = load_architecture(str(case["model"]))
@@ -132,6 +144,7 @@ def request_for_case(case: dict[str, Any]) -> SizingRequest:
         kv_cache_dtype="fp8" if str(case.get("kv_cache_dtype")) == "fp8" else "auto",
         dtype=_dtype(case.get("dtype")),
         max_model_len=int(case.get("max_model_len") or BASELINE_MAX_MODEL_LEN),
+        max_num_batched_tokens=case.get("max_num_batched_tokens"),
         gpu_memory_utilization=float(case["gpu_memory_utilization"]),
         engine="vllm",
         engine_version=str(case["vllm_version"]),
@@ -146,11 +159,11 @@ def evaluate(case: dict[str, Any]) -> Row:
     except (LlmdeployError, ValueError) as exc:
         message = exc.message if isinstance(exc, LlmdeployError) else str(exc)
         return Row(
-            cid, None, None, None, None, None, None, 0, None, None, None, None, excluded=message
+            cid, None, None, None, None, None, None, 0, 16, None, None, None, None, excluded=message
         )
-    kv_bytes = 1 if req.kv_cache_dtype == "fp8" else mem.dtype_bytes(req.dtype)
-    layout = mem.kv_layout(req.architecture, req.tp, kv_bytes, result.block_size)
-    block_bytes = layout.page_bytes_per_layer * layout.group_size
+    layout = result.kv_layout
+    assert layout is not None
+    block_bytes = layout.block_bytes
     kv_obs = case.get("available_kv_cache_gib")
     blocks_obs = case.get("num_gpu_blocks")
     from_obs = int(float(kv_obs) * mem.GIB) // block_bytes if kv_obs is not None else None
@@ -160,11 +173,13 @@ def evaluate(case: dict[str, Any]) -> Row:
     tokens_from_obs = from_obs * layout.block_size if from_obs is not None and uniform else None
     conc_obs = case.get("max_concurrency")
     conc_pred = None
+    conc_tolerance = 0.02
     if conc_obs is not None and from_obs is not None:
-        per_request = mem.pages_per_request(
+        per_request = kvm.pages_per_request(
             req.architecture, layout, result.max_model_len, result.max_num_batched_tokens
         )
         conc_pred = round(from_obs / per_request, 2)
+        conc_tolerance = max(0.02, tolerance / per_request)
     return Row(
         cid,
         case.get("weights_gib"),
@@ -174,10 +189,13 @@ def evaluate(case: dict[str, Any]) -> Row:
         blocks_obs,
         from_obs,
         tolerance,
+        layout.block_size,
         int(tokens_obs) if tokens_obs else None,
         tokens_from_obs,
         conc_obs,
         conc_pred,
+        conc_tolerance=round(conc_tolerance, 4),
+        inferred=bool(case.get("inferred")),
     )
 
 
@@ -195,8 +213,9 @@ def table(rows: Sequence[Row]) -> str:
         if r.excluded:
             lines.append(f"| {r.id} | excluded: {r.excluded} |" + " |" * 11)
             continue
+        mark = " *" if r.inferred else ""
         lines.append(
-            f"| {r.id} | {_fmt(r.weights_obs, '.2f')} | {_fmt(r.weights_pred, '.2f')} | "
+            f"| {r.id}{mark} | {_fmt(r.weights_obs, '.2f')} | {_fmt(r.weights_pred, '.2f')} | "
             f"{_fmt(Row.err(r.weights_pred, r.weights_obs), '+.2f')} | {_fmt(r.kv_obs, '.2f')} | "
             f"{_fmt(r.kv_pred, '.2f')} | {_fmt(Row.err(r.kv_pred, r.kv_obs), '+.2f')} | "
             f"{_fmt(r.blocks_obs)} | {_fmt(r.blocks_from_obs_kv)} | {_fmt(r.tokens_obs)} | "
@@ -258,8 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--calibration",
-        help="calibration cases (default: "
-        "$LLMDEPLOY_CALIBRATION or tests/data/calibration/vllm-startup.yaml)",
+        help="calibration YAML (default: $LLMDEPLOY_CALIBRATION or "
+        "tests/data/calibration/vllm-startup.yaml)",
     )
     parser.add_argument(
         "--breakdown", action="store_true", help="activation, non-torch and CUDA graphs instead"

@@ -82,6 +82,26 @@ def test_case_matches_golden(case: str, crds: object, update_golden: bool) -> No
     compare(GOLDEN / case / "expected", files, update_golden)
 
 
+SIZED = sorted(p.parent.name for p in GOLDEN.glob("*/size.json"))
+
+
+@pytest.mark.parametrize("case", SIZED)
+def test_case_sizing_matches_golden(case: str, update_golden: bool) -> None:
+    """The sizing verdict of a case (``llmdeploy size spec.yaml --json``), byte for byte."""
+    import json
+
+    from llmdeploy.cli import size_report
+    from llmdeploy.sizing.requests import size_spec
+
+    spec = GOLDEN / case / "spec.yaml"
+    sizing = size_spec(load.load_spec_file(spec).spec, spec.parent)
+    text = json.dumps(size_report.to_json(sizing), indent=2) + "\n"
+    expected = GOLDEN / case / "size.json"
+    if update_golden:
+        expected.write_text(text, encoding="utf-8")
+    assert expected.read_text(encoding="utf-8") == text, f"{case}: sizing changed"
+
+
 def test_at_least_the_required_presets_exist() -> None:
     assert {"llama3-70b-vllm-p4d", "llama3-8b-vllm-g5"} <= set(PRESETS)
 

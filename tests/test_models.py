@@ -115,7 +115,7 @@ def test_checkpoint_quantization_of_catalog_entries() -> None:
     fp8 = load_architecture("RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic")
     assert fp8.name == "llama-3.3-70b" and fp8.quantization is not None
     assert fp8.quantization.method == "fp8" and fp8.quantization.per_channel_scale_bytes == 4
-    assert not fp8.quantization.quantize_lm_head
+    assert fp8.quantization.quantized_fraction("lm_head") == 0
 
 
 def test_sliding_and_chunked_layer_patterns() -> None:

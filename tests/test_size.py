@@ -24,6 +24,7 @@ from llmdeploy.engines.vllm.budget import vllm_facts
 from llmdeploy.errors import SpecError, UnknownArchitectureError, UsageError
 from llmdeploy.sizing import calculator, parallel, requests, suggest
 from llmdeploy.sizing import gpu_memory as size_hw
+from llmdeploy.sizing import kv as kvm
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.suggest import apply_suggestion
 from llmdeploy.sizing.types import SizingRequest
@@ -49,7 +50,28 @@ CASES: list[dict[str, Any]] = REPORT.load_cases(CALIBRATION)
 # The bars every calibration case must meet (README.md and docs/sizing.md §9 quote them).
 WEIGHTS_BAR, KV_BAR = 0.02, 0.05
 # Cases the calculator refuses, with the reason (the test fails if this list drifts).
-EXCLUDED: dict[str, str] = {}
+EXCLUDED: dict[str, str] = {
+    "llmd-v0190-granite-vision-33-2b-h100-tp1": "LLaVA-NeXT (granite-vision): no config.json "
+    "found, and its image grid pinpoints and multi-layer vision features are not modelled",
+}
+# Known residuals beyond the bars, each explained (docs/sizing.md §9); the value is the check
+# that is relaxed. A row listed here that comes back within the bars fails the test.
+KNOWN: dict[str, tuple[str, str]] = {
+    "issue33155-gpt-oss-120b-h100-tp1-v0141": (
+        "weights",
+        "Triton MXFP4 layout: triton_kernels' Hopper padding is not pinned; Marlin's padding "
+        "is the upper bound (+2.4 %)",
+    ),
+    "issue27508-gpt-oss-120b-h100-tp1-gmu095-mnbt1024": (
+        "kv",
+        "inferred version (0.11.x) and a 1.71 GiB pool: +0.11 GiB is +6 %",
+    ),
+    "issue21348-qwen3-235b-a22b-fp8-h100-tp4-lmcache": (
+        "tokens",
+        "the logged tokens are 1.1 % below the logged KV GiB / 48,128 B (LMCache connector "
+        "active; unexplained)",
+    ),
+}
 
 
 def _case_ids() -> list[str]:
@@ -61,11 +83,36 @@ def _case_ids() -> list[str]:
 
 def test_calibration_cases_are_in_the_repository_with_their_sources() -> None:
     assert CALIBRATION.is_relative_to(REPO)
-    assert len(CASES) >= 15
+    assert len(CASES) >= 39
     for case in CASES:
         source = case["source"]
-        assert source["repo"] and source["commit"] and source["url"].startswith("https://"), case
+        if case["source_type"] == "measurement":  # the team's own runs: the file they are in
+            assert source["path"] and case["notes"], case["id"]
+        else:
+            assert source["repo"] and source["url"].startswith("https://"), case["id"]
+            assert source["commit"] or case["source_type"] == "issue_log", case["id"]
         assert case["quote"], case["id"]
+
+
+def _within_bars(row: Any, case: dict[str, Any]) -> dict[str, bool]:
+    ok = {"weights": True, "kv": True, "tokens": True, "blocks": True, "concurrency": True}
+    if row.weights_obs is not None:
+        ok["weights"] = row.weights_pred == pytest.approx(row.weights_obs, rel=WEIGHTS_BAR)
+    if row.kv_obs is not None:
+        ok["kv"] = row.kv_pred == pytest.approx(row.kv_obs, rel=KV_BAR)
+    # blocks and tokens are exact given the logged KV GiB (which the log rounds to 0.01 GiB)
+    if row.blocks_obs is not None:
+        ok["blocks"] = abs(row.blocks_from_obs_kv - row.blocks_obs) <= row.blocks_tolerance
+    if row.tokens_obs is not None and row.tokens_from_obs_kv is not None:
+        ok["tokens"] = (
+            abs(row.tokens_from_obs_kv - row.tokens_obs) <= row.blocks_tolerance * row.block
+        )
+    if row.conc_obs is not None:
+        ok["concurrency"] = row.conc_pred == pytest.approx(row.conc_obs, abs=row.conc_tolerance)
+    if row.tokens_obs is not None:  # what `size` prints, with its own KV GiB and bytes per token
+        printed = calculator.compute(REPORT.request_for_case(case)).kv_cache_tokens
+        ok["printed tokens"] = printed == pytest.approx(row.tokens_obs, rel=KV_BAR)
+    return ok
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_ids())
@@ -75,20 +122,10 @@ def test_calibration_case(case: dict[str, Any]) -> None:
         assert EXCLUDED.get(row.id), f"{row.id} refused but not listed: {row.excluded}"
         return
     assert row.id not in EXCLUDED, f"{row.id} is listed as excluded but is supported"
-    if row.weights_obs is not None:
-        assert row.weights_pred == pytest.approx(row.weights_obs, rel=WEIGHTS_BAR), "weights"
-    assert row.kv_pred == pytest.approx(row.kv_obs, rel=KV_BAR), "KV cache GiB"
-    # blocks and tokens are exact given the logged KV GiB (which the log rounds to 0.01 GiB)
-    if row.blocks_obs is not None:
-        assert abs(row.blocks_from_obs_kv - row.blocks_obs) <= row.blocks_tolerance
-    if row.tokens_obs is not None and row.tokens_from_obs_kv is not None:
-        block = 16
-        assert abs(row.tokens_from_obs_kv - row.tokens_obs) <= row.blocks_tolerance * block
-    if row.conc_obs is not None:
-        assert row.conc_pred == pytest.approx(row.conc_obs, abs=0.02)
-    if row.tokens_obs is not None:  # what `size` prints, with its own KV GiB and bytes per token
-        printed = calculator.compute(REPORT.request_for_case(case)).kv_cache_tokens
-        assert printed == pytest.approx(row.tokens_obs, rel=KV_BAR), "KV tokens"
+    assert row.weights_obs is not None or row.kv_obs is not None
+    failed = {check for check, ok in _within_bars(row, case).items() if not ok}
+    known = {KNOWN[row.id][0]} if row.id in KNOWN else set()
+    assert failed == known, f"{row.id}: outside the bars {failed or '{}'}, known {known or '{}'}"
 
 
 def test_calibration_report_script_prints_every_case(capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,6 +134,13 @@ def test_calibration_report_script_prints_every_case(capsys: pytest.CaptureFixtu
     for case in CASES:
         assert str(case["id"]) in out
     assert REPORT.main(["--calibration", "/nonexistent/calibration.yaml"]) == 2
+
+
+def test_calibration_table_in_docs_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    assert REPORT.main([]) == 0
+    table = capsys.readouterr().out.strip()
+    docs = (REPO / "docs" / "sizing.md").read_text(encoding="utf-8")
+    assert table in docs, "docs/sizing.md §9: paste the output of scripts/calibration_report.py"
 
 
 def test_unsupported_case_is_refused_loudly() -> None:
@@ -146,8 +190,8 @@ def test_llama3_70b_on_p4d_fits_with_little_kv_and_reports_slo_share() -> None:
     result = suggest.size(req)
     assert result.fits, result.reasons
     assert 0 < result.kv_cache_gib_per_gpu < 5
-    layout = mem.kv_layout(req.architecture, 4, 2, 16)
-    per_request = mem.pages_per_request(req.architecture, layout, 768, 2048)
+    layout = kvm.kv_layout(req.architecture, 4, 2, kvm.KvPolicy(16))
+    per_request = kvm.pages_per_request(req.architecture, layout, 768, 2048)
     assert result.slo_requests_per_replica == result.num_gpu_blocks // per_request
     assert 0 < result.slo_requests_per_replica < 100
     assert result.replicas_for_slo == math.ceil(100 / result.slo_requests_per_replica)
@@ -251,7 +295,9 @@ def test_kv_heads_replicated_when_tp_exceeds_them() -> None:
     q_o = 2 * 8192 * 8192 * 2
     assert at8 == 80 * (q_o / 8 + per_layer_kv)
     assert at16 == 80 * (q_o / 16 + per_layer_kv)
-    assert mem.kv_layout(arch, 16, 2, 16).bytes_per_token_per_gpu == 80 * 2 * 1 * 128 * 2
+    assert (
+        kvm.kv_layout(arch, 16, 2, kvm.KvPolicy(16)).bytes_per_token_per_gpu == 80 * 2 * 1 * 128 * 2
+    )
 
 
 def test_quantized_weight_bytes() -> None:
@@ -272,17 +318,22 @@ def test_quantized_weight_bytes() -> None:
 def test_mla_kv_is_576_values_and_not_sharded() -> None:
     arch = load_architecture("deepseek-v3")
     for tp in (1, 8):
-        assert mem.kv_layout(arch, tp, 2, 64).bytes_per_token_per_gpu == 61 * 576 * 2
-    result = calculator.compute(_h100("deepseek-v3", tp=8, max_model_len=8192))
-    assert result.block_size == 64
+        assert kvm.kv_layout(arch, tp, 2, kvm.KvPolicy(64)).bytes_per_token_per_gpu == 61 * 576 * 2
+    # FlashMLA forced 64-token blocks on Hopper until 0.17; from 0.18 FLASH_ATTN_MLA keeps 16
+    # (vllm/platforms/cuda.py; the 0.19 logs of DeepSeek-V2-Lite and Kimi-VL count 16-token blocks)
+    for version, block in (("0.17.1", 64), ("0.19.0", 16), ("0.7.3", 16)):
+        result = calculator.compute(
+            _h100("deepseek-v3", tp=8, max_model_len=8192, engine_version=version)
+        )
+        assert result.block_size == block, version
 
 
 def test_hybrid_concurrency_counts_pages_of_every_group() -> None:
     arch = load_architecture("gemma-2-9b")
-    layout = mem.kv_layout(arch, 1, 2, 16)
+    layout = kvm.kv_layout(arch, 1, 2, kvm.KvPolicy(16))
     assert layout.group_size == 21 and layout.groups == ("sliding", "full")
-    assert mem.pages_per_request(arch, layout, 8192, 8192) == 513 + 512
-    assert mem.pages_per_request(arch, layout, 8192, 2048) == (4095 + 2048) // 16 + 1 + 1 + 512
+    assert kvm.pages_per_request(arch, layout, 8192, 8192) == 513 + 512
+    assert kvm.pages_per_request(arch, layout, 8192, 2048) == (4095 + 2048) // 16 + 1 + 1 + 512
 
 
 def test_version_facts() -> None:

@@ -46,6 +46,9 @@ SAMPLE_VALUES: Mapping[str, object] = {
     "max_num_batched_tokens": 8192,
     "max_num_seqs": 256,
     "show_hidden_metrics_for_version": "0.10",
+    "data_parallel_size": 2,
+    "limit_mm_per_prompt": {"image": 2},
+    "mm_encoder_tp_mode": "data",
 }
 
 
@@ -162,6 +165,36 @@ GOLDEN: list[tuple[str, va.Entrypoint | None, dict[str, object], tuple[str, ...]
         "api_server",
         {"kv_cache_memory_bytes": 4 * 2**30, "disable_log_requests": False},
         ("--model", MODEL, "--no-disable-log-requests", "--kv-cache-memory-bytes", "4294967296"),
+    ),
+    # data and expert parallelism, multimodal limits (the parser probes of each release:
+    # --data-parallel-size 2, --enable-expert-parallel, --limit-mm-per-prompt '{"image": 2}',
+    # --skip-mm-profiling, --mm-encoder-tp-mode data; image=2 refused from 0.8.5)
+    (
+        "0.19.0",
+        None,
+        {
+            "tensor_parallel_size": 2,
+            "data_parallel_size": 2,
+            "enable_expert_parallel": True,
+            "limit_mm_per_prompt": {"image": 2},
+            "skip_mm_profiling": True,
+            "mm_encoder_tp_mode": "data",
+        },
+        (
+            MODEL,
+            "--tensor-parallel-size", "2",
+            "--data-parallel-size", "2",
+            "--enable-expert-parallel",
+            "--limit-mm-per-prompt", '{"image": 2}',
+            "--skip-mm-profiling",
+            "--mm-encoder-tp-mode", "data",
+        ),
+    ),
+    (
+        "0.8.4",
+        None,
+        {"limit_mm_per_prompt": {"video": 1, "image": 2}, "data_parallel_size": 2},
+        (MODEL, "--data-parallel-size", "2", "--limit-mm-per-prompt", "image=2,video=1"),
     ),
 ]  # fmt: skip
 
@@ -517,6 +550,9 @@ def _value_strategy(key: str, version: str) -> st.SearchStrategy[object]:
     )
     if spec.value_type == "str_list":
         return st.one_of(words, st.lists(words.filter(lambda w: w[0] != "-"), min_size=1))
+    if spec.value_type in ("kv_map", "json_map"):
+        modality = st.sampled_from(["image", "video", "audio"])
+        return st.dictionaries(modality, st.integers(0, 64), min_size=1)
     return words
 
 

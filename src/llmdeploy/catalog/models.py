@@ -6,7 +6,9 @@ Sources:
   column per row). Its ``?`` cells are filled only from ``data/models_extra.json``
   ``csv_overrides`` (the values the reference README names as expected), never guessed here.
 - ``data/models_extra.json``: config.json excerpts of the models in the calibration set that the
-  CSV lacks, and pre-quantized repos (a catalog architecture + their ``quantization_config``).
+  CSV lacks and of the multimodal / hybrid families, and pre-quantized repos (a catalog
+  architecture + their ``quantization_config`` and any fields their config changes, such as
+  an AWQ repo's padded ``intermediate_size``).
 - A local ``config.json`` (with ``quantization_config``, ``text_config`` nesting, ...), parsed by
   :mod:`llmdeploy.catalog.hf_config`; the catalog rows go through the same parser.
 

@@ -394,6 +394,10 @@ def size(
         Optional[float], typer.Option(help="GPU memory (GiB, as torch reports it).")  # noqa: UP045
     ] = None,
     tp: Annotated[int, typer.Option(help="Tensor-parallel degree.")] = 1,
+    dp: Annotated[int, typer.Option(help="Data-parallel ranks (GPUs = TP x DP).")] = 1,
+    expert_parallel: Annotated[
+        bool, typer.Option("--expert-parallel", help="MoE: whole experts per GPU.")
+    ] = False,
     quantization: Annotated[str, typer.Option(help="none|fp8|int8|int4-awq|int4-gptq")] = "none",
     kv_cache_dtype: Annotated[str, typer.Option(help="auto|fp8")] = "auto",
     max_model_len: Annotated[Optional[int], typer.Option()] = None,  # noqa: UP045
@@ -414,7 +418,7 @@ def size(
         instance,
         gpu,
         gpu_memory_gib,
-        tp,
+        (tp, dp, expert_parallel),
         quantization,
         kv_cache_dtype,
         max_model_len,
@@ -432,7 +436,7 @@ def _size(
     instance: str | None,
     gpu: str | None,
     gpu_memory_gib: float | None,
-    tp: int,
+    parallel: tuple[int, int, bool],
     quantization: str,
     kv_cache_dtype: str,
     max_model_len: int | None,
@@ -455,7 +459,9 @@ def _size(
             instance=instance,
             gpu=gpu,
             gpu_memory_gib=gpu_memory_gib,
-            tp=tp,
+            tp=parallel[0],
+            dp=parallel[1],
+            expert_parallel=parallel[2],
             quantization=quantization,
             kv_cache_dtype=kv_cache_dtype,
             max_model_len=max_model_len,

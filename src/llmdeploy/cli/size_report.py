@@ -44,6 +44,8 @@ def to_json(sizing: Sizing) -> dict[str, Any]:
         "gpu": s.gpu,
         "gpu_total_gib": s.gpu_total_gib,
         "tp": s.tp,
+        "dp": s.data_parallel,
+        "expert_parallel": s.expert_parallel,
         "quantization": s.quantization,
         "kv_cache_dtype": s.kv_cache_dtype,
         "max_model_len": s.max_model_len,
@@ -63,6 +65,7 @@ def to_json(sizing: Sizing) -> dict[str, Any]:
         "num_gpu_blocks": s.num_gpu_blocks,
         "block_size": s.block_size,
         "kv_cache_groups": list(s.kv_cache_groups),
+        "state_bytes_per_sequence": s.state_bytes_per_sequence,
         "max_concurrency": s.max_concurrency,
         "slo": {
             "concurrent_requests": s.request.slo_concurrent_requests,
@@ -91,8 +94,10 @@ def table(sizing: Sizing) -> RenderableType:
     """Per-GPU breakdown, verdict, reasons and suggestions."""
     s = sizing
     where = s.instance.name if s.instance else s.gpu
+    layout = f"TP {s.tp}" + (f" x DP {s.data_parallel}" if s.data_parallel > 1 else "")
+    layout += ", EP" if s.expert_parallel else ""
     title = (
-        f"{s.model} on {where}: TP {s.tp}, {s.quantization}, KV {s.kv_cache_dtype}, "
+        f"{s.model} on {where}: {layout}, {s.quantization}, KV {s.kv_cache_dtype}, "
         f"{s.engine} {s.engine_version}"
     )
     breakdown = Table(title=title, show_header=True, title_justify="left")
@@ -111,10 +116,17 @@ def table(sizing: Sizing) -> RenderableType:
     ]
     for label, value in rows:
         breakdown.add_row(label, value)
+    state = (
+        f" + {s.state_bytes_per_sequence} B state/sequence/GPU"
+        if s.state_bytes_per_sequence
+        else ""
+    )
+    per_rank = " per DP rank" if s.data_parallel > 1 else ""
     capacity = Text(
-        f"KV: {s.kv_bytes_per_token_per_gpu} B/token/GPU, {s.num_gpu_blocks} blocks of "
+        f"KV: {s.kv_bytes_per_token_per_gpu} B/token/GPU{state}, {s.num_gpu_blocks} blocks of "
         f"{s.block_size}, {s.kv_cache_tokens} tokens, max concurrency {s.max_concurrency}x at "
-        f"{s.max_model_len} tokens\nSLO: {s.request.slo_concurrent_requests} concurrent x "
+        f"{s.max_model_len} tokens{per_rank}\n"
+        f"SLO: {s.request.slo_concurrent_requests} concurrent x "
         f"{s.request.slo_input_tokens}+{s.request.slo_output_tokens} tokens; one replica holds "
         f"{s.slo_requests_per_replica}; replicas needed: {s.replicas_for_slo or 'n/a'}"
     )

@@ -81,7 +81,7 @@ def allowed_instances(spec: Spec, chosen: Instance) -> tuple[Instance, ...]:
     Karpenter orders them by the prices of the offerings it sees)."""
     if spec.hardware.instance_type is not None:
         return (chosen,)
-    tp, reserve = spec.hardware.tensor_parallel, reserve_of(spec)
+    tp, reserve = spec.hardware.gpus_per_pod, reserve_of(spec)
     found = [
         inst
         for inst in catalog.instances().values()
@@ -95,6 +95,6 @@ def allowed_instances(spec: Spec, chosen: Instance) -> tuple[Instance, ...]:
 def pod_share(spec: Spec, allowed: Iterable[Instance]) -> tuple[int, int]:
     """(CPU millicores, memory MiB) a model pod may request: the smallest share among the
     allowed types, so the pod fits on each of them beside the DaemonSet reserve."""
-    tp, reserve = spec.hardware.tensor_parallel, reserve_of(spec)
+    tp, reserve = spec.hardware.gpus_per_pod, reserve_of(spec)
     shares = [inst.pod_share(tp, reserve) for inst in allowed]
     return min(cpu for cpu, _ in shares), min(mem for _, mem in shares)

@@ -133,7 +133,7 @@ def _ami(spec: Spec, instance: Instance | None) -> list[Diagnostic]:
 def _pod_fits(spec: Spec, instance: Instance) -> list[Diagnostic]:
     """The pod's requests plus the DaemonSet reserve must fit the node's allocatable, or
     Karpenter finds no instance type for it and the pod stays Pending."""
-    tp = spec.hardware.tensor_parallel
+    tp = spec.hardware.gpus_per_pod  # GPUs per pod
     allowed = allowed_instances(spec, instance)
     cpu, mem = pod_share(spec, allowed)
     need_mem = POD_FLOOR_MEMORY_MIB + shm_gib(tp) * 1024
@@ -164,7 +164,7 @@ def _pod_fits(spec: Spec, instance: Instance) -> list[Diagnostic]:
 
 def _one_node(spec: Spec, instance: Instance) -> str | None:
     """Who one node's loss takes down: every minimum replica when they all fit on one node."""
-    per_node = pods_per_node(instance, spec.hardware.tensor_parallel)
+    per_node = pods_per_node(instance, spec.hardware.gpus_per_pod)
     replicas = spec.autoscaling.min_replicas
     if replicas > per_node:
         return None
@@ -174,7 +174,7 @@ def _one_node(spec: Spec, instance: Instance) -> str | None:
 
 
 def _more_nodes(spec: Spec, instance: Instance) -> str:
-    per_node = pods_per_node(instance, spec.hardware.tensor_parallel)
+    per_node = pods_per_node(instance, spec.hardware.gpus_per_pod)
     return f"`autoscaling.minReplicas: {per_node + 1}` puts replicas on two nodes"
 
 

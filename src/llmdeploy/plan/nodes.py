@@ -86,7 +86,7 @@ def root_volume_gib(spec: Spec, instance: Instance, pod_ephemeral_gib: int) -> i
     the root volume must hold the images plus every pod's model cache on the node."""
     if instance.local_nvme_gb > 0:
         return spec.cluster.root_volume_gib
-    pods = pods_per_node(instance, spec.hardware.tensor_parallel)
+    pods = pods_per_node(instance, spec.hardware.gpus_per_pod)
     return max(spec.cluster.root_volume_gib, ROOT_VOLUME_SYSTEM_GIB + pods * pod_ephemeral_gib)
 
 

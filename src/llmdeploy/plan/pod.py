@@ -41,42 +41,52 @@ POD_FLOOR_CPU_MILLI = 1000
 POD_FLOOR_MEMORY_MIB = 4096
 
 
-def pods_per_node(instance: Instance, tp: int) -> int:
-    return instance.pods_per_node(tp)
+def gpus_per_pod(spec: Spec) -> int:
+    """GPUs one pod requests: tensorParallel x dataParallel (every rank of a replica lives in
+    the one pod). The helpers below take this count, never the TP degree alone."""
+    return spec.hardware.gpus_per_pod
+
+
+def pods_per_node(instance: Instance, gpus: int) -> int:
+    return instance.pods_per_node(gpus)
 
 
 def pod_resources(spec: Spec, instance: Instance, ephemeral_gib: int | None) -> Resources:
     """CPU and memory as this pod's share of the smallest node the NodePool allows
     (``plan.capacity``): never more than fits beside the DaemonSet reserve on any allowed type;
     whole cores, requests equal limits (Guaranteed QoS)."""
-    tp = spec.hardware.tensor_parallel
     cpu_milli, mem_mib = pod_share(spec, allowed_instances(spec, instance))
     return Resources(
         cpu=str(max(1, cpu_milli // 1000)),
         memory=f"{max(4, mem_mib // 1024)}Gi",
         ephemeral_storage=f"{ephemeral_gib}Gi" if ephemeral_gib else None,
-        gpus=tp,
+        gpus=gpus_per_pod(spec),
     )
 
 
-def shm_gib(tp: int) -> int:
-    return min(SHM_GIB_MAX, max(2, SHM_GIB_PER_GPU * tp))
+def shm_gib(gpus: int) -> int:
+    return min(SHM_GIB_MAX, max(2, SHM_GIB_PER_GPU * gpus))
 
 
-def shm_size(tp: int) -> str:
-    return f"{shm_gib(tp)}Gi"
+def shm_size(gpus: int) -> str:
+    return f"{shm_gib(gpus)}Gi"
 
 
-def startup_budget_seconds(spec: Spec, model_gib: float, downloads_in_main: bool) -> int:
+def startup_budget_seconds(
+    spec: Spec, model_gib: float, downloads_in_main: bool, read_gib: float | None = None
+) -> int:
     """Seconds the startupProbe allows: download (if the server downloads), load, warm-up.
 
-    model_gib is the whole checkpoint as stored (all shards). Bandwidths are Gbit/s.
+    model_gib is the whole checkpoint as stored (all shards); read_gib what the pod's GPUs
+    read from the local cache together (data-parallel ranks each read the replicated
+    weights; default model_gib). Bandwidths are Gbit/s.
     """
     st = spec.startup
     if st.override_seconds is not None:
         return st.override_seconds
     gbits = model_gib * 2**30 * 8 / 1e9
-    seconds = gbits / st.disk_read_gbps + st.warmup_seconds
+    read_gbits = (model_gib if read_gib is None else read_gib) * 2**30 * 8 / 1e9
+    seconds = read_gbits / st.disk_read_gbps + st.warmup_seconds
     if downloads_in_main:
         seconds += gbits / st.download_gbps
     return int(math.ceil(seconds * st.safety_factor / 60.0) * 60)
@@ -138,3 +148,14 @@ def workload_plan(
 def checkpoint_gib(spec: Spec, sizing: Sizing) -> float:
     """GiB of weights across the pod's GPUs: what the model cache and the load time scale with."""
     return float(sizing.weights_gib_per_gpu) * spec.hardware.tensor_parallel
+
+
+def read_gib(spec: Spec, sizing: Sizing) -> float:
+    """GiB the pod's GPUs read from the local cache at start: the checkpoint as stored, and
+    for every further data-parallel rank its replicated weights (all but the routed experts,
+    which are spread over every GPU) once more."""
+    tp, dp = spec.hardware.tensor_parallel, spec.hardware.data_parallel
+    if dp == 1:
+        return sizing.checkpoint_gib
+    experts = dict(sizing.weights_breakdown_gib).get("experts", 0.0)
+    return sizing.checkpoint_gib + (dp - 1) * (sizing.weights_gib_per_gpu - experts) * tp

@@ -15,6 +15,7 @@ import math
 
 from llmdeploy.engines import registry
 from llmdeploy.sizing import gpu_memory
+from llmdeploy.sizing import kv as kvm
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.parallel import tp_problems
 from llmdeploy.sizing.types import Sizing, SizingRequest
@@ -46,6 +47,7 @@ def compute(req: SizingRequest) -> Sizing:
     if qproblem:
         reasons.append(qproblem)
     reasons.extend(tp_problems(arch, req.tp, req))
+    reasons.extend(_layout_problems(req))
     length = req.max_model_len or arch.max_position_embeddings
     if length > arch.max_position_embeddings:
         reasons.append(
@@ -62,9 +64,11 @@ def compute(req: SizingRequest) -> Sizing:
     act, non_torch, graphs, kv_gib = parts.act, parts.non_torch, parts.graphs, parts.kv
     batched, seqs, breakdown = parts.batched, parts.seqs, parts.breakdown
     layout_arch, block = parts.layout_arch, parts.block
-    layout = mem.kv_layout(layout_arch, tp, kv_bytes, block)
-    blocks = max(0, int(kv_gib * mem.GIB) // layout.page_bytes_per_layer // layout.group_size)
-    per_request = mem.pages_per_request(layout_arch, layout, length, batched)
+    policy = parts.kv_policy or kvm.KvPolicy(block, None)
+    layout = kvm.kv_layout(layout_arch, tp, kv_bytes, policy, mem.dtype_bytes(req.dtype))
+    block = layout.block_size
+    blocks = max(0, int(kv_gib * mem.GIB) // layout.block_bytes)
+    per_request = kvm.pages_per_request(layout_arch, layout, length, batched)
     concurrency = blocks / per_request if per_request else 0.0
     # hybrid models: blocks count pages of one group; report what full-length requests hold
     tokens = blocks * block if set(layout.groups) == {"full"} else int(concurrency * length)
@@ -76,14 +80,16 @@ def compute(req: SizingRequest) -> Sizing:
             + f" exceed the {budget:.2f} GiB budget per GPU"
         )
     elif blocks < per_request:
-        need = per_request * layout.page_bytes_per_layer * layout.group_size / mem.GIB
+        need = per_request * layout.block_bytes / mem.GIB
         reasons.append(
             f"one request of {length} tokens needs {need:.2f} GiB of KV cache per "
             f"GPU but only {kv_gib:.2f} GiB is available"
         )
     slo_len = min(req.slo_input_tokens + req.slo_output_tokens, length)
-    slo_pages = mem.pages_per_request(layout_arch, layout, slo_len, batched)
-    per_replica = min(blocks // slo_pages, seqs) if slo_pages else 0
+    slo_pages = kvm.pages_per_request(layout_arch, layout, slo_len, batched)
+    # every data-parallel rank has its own KV pool and scheduler; a replica (pod) holds all
+    dp = max(1, req.data_parallel)
+    per_replica = dp * min(blocks // slo_pages, seqs) if slo_pages else 0
     needed = req.slo_concurrent_requests * (req.slo_input_tokens + req.slo_output_tokens)
     replicas = math.ceil(req.slo_concurrent_requests / per_replica) if per_replica else None
     return Sizing(
@@ -124,7 +130,26 @@ def compute(req: SizingRequest) -> Sizing:
         assumptions=tuple(assumptions),
         request=req,
         checkpoint_gib=_r(mem.checkpoint_bytes(arch) / mem.GIB),
+        data_parallel=max(1, req.data_parallel),
+        expert_parallel=req.expert_parallel,
+        state_bytes_per_sequence=layout.state_bytes_per_layer
+        * layout_arch.layer_attention.count("mamba"),
+        kv_layout=layout,
     )
+
+
+def _layout_problems(req: SizingRequest) -> list[str]:
+    """Spec settings the model cannot use."""
+    arch = req.architecture
+    out = []
+    if req.expert_parallel and not arch.is_moe:
+        out.append(f"serving.expertParallel needs a mixture-of-experts model; {arch.name} is dense")
+    mm_set = (
+        req.mm_limits is not None or req.mm_skip_profiling or req.mm_encoder_tp_mode != "weights"
+    )
+    if mm_set and not arch.multimodal:
+        out.append(f"serving.multimodal is set but {arch.name} has no multimodal encoder")
+    return out
 
 
 def _r(value: float) -> float:

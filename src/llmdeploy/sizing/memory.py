@@ -8,9 +8,17 @@ sources and the calibration residuals are in ``docs/sizing.md``; the short tags 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
-from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
+from llmdeploy.catalog.architecture import (
+    Architecture,
+    CheckpointQuant,
+    LayerShape,
+    layer_shapes,
+    shared_gate_params,
+    ssm_params,
+)
 
 GIB = 1 << 30
 DTYPE_BYTES = 2  # vLLM dtype "auto" runs fp32 checkpoints in 16-bit too (vllm.md §3)
@@ -34,14 +42,12 @@ def cdiv(a: int, b: int) -> int:
 REQUESTED_QUANT: dict[str, CheckpointQuant] = {
     # --quantization fp8 on a 16-bit checkpoint: Linear (and expert) weights to fp8 e4m3 with a
     # per-tensor scale; embeddings and lm_head stay 16-bit (vllm.md §3, calibration 8.49 GiB)
-    "fp8": CheckpointQuant("fp8", 8, None, 1.0, 0, False, label="fp8 (runtime)"),
+    "fp8": CheckpointQuant("fp8", 8, None, 1.0, label="fp8 (runtime)"),
     # int8 W8A8 checkpoint (compressed-tensors / SmoothQuant): 1 B + fp32 per-channel scale
-    "int8": CheckpointQuant("int8", 8, None, 1.0, 4, False, label="int8 W8A8 checkpoint"),
+    "int8": CheckpointQuant("int8", 8, None, 1.0, 4, label="int8 W8A8 checkpoint"),
     # AWQ / GPTQ int4, group 128: 0.5 + 2.5/g bytes (fp16 scale + packed zero, vllm.md §3)
-    "int4-awq": CheckpointQuant("awq", 4, 128, 0.5 + 2.5 / 128, 0, False, label="awq 4-bit g128"),
-    "int4-gptq": CheckpointQuant(
-        "gptq", 4, 128, 0.5 + 2.5 / 128, 0, False, label="gptq 4-bit g128"
-    ),
+    "int4-awq": CheckpointQuant("awq", 4, 128, 0.5 + 2.5 / 128, label="awq 4-bit g128"),
+    "int4-gptq": CheckpointQuant("gptq", 4, 128, 0.5 + 2.5 / 128, label="gptq 4-bit g128"),
 }
 CHECKPOINT_MATCH = {
     "fp8": {"fp8", "fp8-block"},
@@ -69,12 +75,107 @@ def effective_quant(arch: Architecture, requested: str) -> tuple[CheckpointQuant
 # --- weights ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Sharding:
+    """How one rank's share of the weights is cut.
+
+    ``tp``: tensor-parallel degree (attention, dense MLP, embeddings); ``moe``: ranks the routed
+    experts are spread over (TP x DP: vLLM flattens the MoE TP group over the data-parallel
+    ranks, or places whole experts with --enable-expert-parallel); ``expert_parallel``: whole
+    experts per rank instead of slices; ``mxfp4_align``: (intermediate, hidden) multiples the
+    MXFP4 MoE kernel pads to; ``parallel_embedding``: False for TensorRT-LLM's replicated
+    input embedding; ``encoder_tp``: ranks the vision tower is split over (1: replicated)."""
+
+    tp: int = 1
+    moe: int = 0
+    expert_parallel: bool = False
+    mxfp4_align: tuple[int, int] = (128, 256)
+    parallel_embedding: bool = True
+    encoder_tp: int = 0
+
+    @property
+    def moe_ranks(self) -> int:
+        return self.moe or self.tp
+
+
 def _linear(
-    inp: float, out: float, q: CheckpointQuant | None, quantized: bool = True, dt: int = 2
+    inp: float, out: float, q: CheckpointQuant | None, share: float = 1.0, dt: int = 2
 ) -> float:
-    if q is None or not quantized:
-        return inp * out * dt
-    return inp * out * q.bytes_per_weight + out * q.per_channel_scale_bytes
+    """Bytes of an ``inp x out`` weight of which ``share`` is stored quantized."""
+    full = inp * out * dt
+    if q is None or share <= 0:
+        return full
+    packed = inp * out * q.bytes_per_weight + out * q.per_channel_scale_bytes
+    packed += inp * q.per_input_bytes
+    return share * packed + (1 - share) * full
+
+
+def _mlp_bytes(
+    inp: float, width: float, q: CheckpointQuant | None, share: float, dt: int, gated: bool
+) -> float:
+    """An MLP slice: the (merged gate and) up projection, then down."""
+    return _linear(inp, (2 if gated else 1) * width, q, share, dt) + _linear(
+        width, inp, q, share, dt
+    )
+
+
+def _per_element(q: CheckpointQuant | None, share: float, dt: int) -> float:
+    """Bytes per weight element where the layout is not a plain matrix (towers, mixers)."""
+    if q is None or share <= 0:
+        return float(dt)
+    return share * q.bytes_per_weight + (1 - share) * dt
+
+
+def _attention_bytes(
+    a: Architecture, shape: LayerShape, q: CheckpointQuant | None, share: float, tp: int, dt: int
+) -> float:
+    h, heads = a.hidden_size, shape.q_heads
+    attn = 0.0
+    if a.is_mla:
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        if a.q_lora_rank:  # q_a (replicated) + q_b (column-parallel)
+            attn += _linear(h, a.q_lora_rank, q, share, dt)
+            attn += _linear(a.q_lora_rank, heads * qk / tp, q, share, dt)
+        else:
+            attn += _linear(h, heads * qk / tp, q, share, dt)
+        attn += _linear(h, a.kv_lora_rank + a.qk_rope_head_dim, q, share, dt)  # replicated
+        attn += _linear(
+            a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, q, share, dt
+        )
+        attn += _linear(heads * a.v_head_dim / tp, h, q, share, dt)
+        return attn + (a.q_lora_rank + a.kv_lora_rank) * dt
+    kv_per_gpu = max(1, shape.kv_heads // tp)  # replicated when kv_heads < tp
+    o_dim = heads * shape.head_dim / tp
+    q_dim = o_dim * (2 if a.model_type == "qwen3_next" else 1)  # Qwen3-Next output gate
+    kv_dim = kv_per_gpu * shape.head_dim
+    attn += _linear(h, q_dim + 2 * kv_dim, q, share, dt) + _linear(o_dim, h, q, share, dt)
+    if a.qkv_bias:
+        attn += (q_dim + 2 * kv_dim) * dt
+    if a.o_bias:
+        attn += h * dt
+    if a.qk_norm:
+        attn += 2 * shape.head_dim * dt
+    return attn
+
+
+def _expert_bytes(a: Architecture, q: CheckpointQuant | None, s: Sharding, dt: int) -> float:
+    """Routed experts of one MoE layer on one rank: every expert sliced over the MoE ranks, or
+    whole experts (expert parallelism; ranks below the remainder hold one more, so the
+    busiest rank holds ``ceil(E / ranks)``)."""
+    h = a.hidden_size
+    share = q.quantized_fraction("experts") if q is not None else 0.0
+    ranks = s.moe_ranks
+    if s.expert_parallel and ranks > 1:
+        experts, im = math.ceil(a.num_experts / ranks), float(a.moe_intermediate_size)
+    else:
+        experts, im = a.num_experts, a.moe_intermediate_size / ranks
+    hh = float(h)
+    if q is not None and q.method == "mxfp4" and share:
+        im, hh = round_up(math.ceil(im), s.mxfp4_align[0]), round_up(h, s.mxfp4_align[1])
+    total = experts * _mlp_bytes(hh, im, q, share, dt, a.gated_mlp)
+    if a.expert_bias:
+        total += experts * (2 * im + hh) * dt
+    return total
 
 
 def weight_breakdown(
@@ -84,67 +185,53 @@ def weight_breakdown(
     *,
     parallel_embedding: bool = True,
     dt: int = DTYPE_BYTES,
+    sharding: Sharding | None = None,
 ) -> dict[str, float]:
     """Bytes per GPU by component (vllm.md §3). ``parallel_embedding`` False for TRT-LLM."""
-    h, heads = a.hidden_size, a.num_attention_heads
-    lin_q = q is not None and not q.experts_only
-    attn = 0.0
-    if a.is_mla:
-        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-        if a.q_lora_rank:  # q_a (replicated) + q_b (column-parallel)
-            attn += _linear(h, a.q_lora_rank, q, lin_q, dt=dt)
-            attn += _linear(a.q_lora_rank, heads * qk / tp, q, lin_q, dt=dt)
-        else:
-            attn += _linear(h, heads * qk / tp, q, lin_q, dt=dt)
-        attn += _linear(h, a.kv_lora_rank + a.qk_rope_head_dim, q, lin_q, dt=dt)  # replicated
-        attn += _linear(
-            a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, q, lin_q, dt=dt
-        )
-        attn += _linear(heads * a.v_head_dim / tp, h, q, lin_q, dt=dt)
-        attn += (a.q_lora_rank + a.kv_lora_rank) * dt
-    else:
-        kv_per_gpu = max(1, a.num_kv_heads // tp)  # replicated when kv_heads < tp
-        q_dim = heads * a.head_dim / tp
-        kv_dim = kv_per_gpu * a.head_dim
-        attn += _linear(h, q_dim + 2 * kv_dim, q, lin_q, dt=dt) + _linear(q_dim, h, q, lin_q, dt=dt)
-        if a.qkv_bias:
-            attn += (q_dim + 2 * kv_dim) * dt
-        if a.o_bias:
-            attn += h * dt
-        if a.qk_norm:
-            attn += 2 * a.head_dim * dt
-    out: dict[str, float] = {"attention": attn * a.num_layers}
-    dense = _linear(h, 3 * a.intermediate_size / tp, q, lin_q, dt=dt)
-    if a.is_moe:
-        im, hh = a.moe_intermediate_size / tp, float(h)
-        if q is not None and q.method == "mxfp4":  # kernel padding (vLLM mxfp4.py, Hopper+)
-            im, hh = round_up(math.ceil(im), 128), round_up(h, 256)
-        experts = a.num_experts * _linear(hh, 3 * im, q, q is not None, dt=dt)
-        if a.expert_bias:
-            experts += a.num_experts * (2 * im + hh) * dt
-        shared = _linear(h, 3 * a.shared_expert_intermediate_size / tp, q, lin_q, dt=dt)
+    s = sharding or Sharding(tp=tp, parallel_embedding=parallel_embedding)
+    tp = s.tp
+    h = a.hidden_size
+    frac = q.quantized_fraction if q is not None else (lambda _c: 0.0)
+    attn_share, mlp_share = frac("attention"), frac("mlp")
+    out: dict[str, float] = {}
+    counts = Counter(layer_shapes(a))
+    attention = mlp = ssm = 0.0
+    for shape, n in counts.items():
+        if shape.attention:
+            attention += n * _attention_bytes(a, shape, q, attn_share, tp, dt)
+        elif shape.mixer == "mamba":
+            ssm += n * ssm_params(a) * _per_element(q, attn_share, dt) / tp
+        if shape.mlp_width:
+            mlp += n * _mlp_bytes(h, shape.mlp_width / tp, q, mlp_share, dt, a.gated_mlp)
+    out["attention"] = attention
+    if ssm:
+        out["state_space"] = ssm
+    moe_layers = sum(n for shape, n in counts.items() if shape.moe)
+    if moe_layers:
+        experts = _expert_bytes(a, q, s, dt)
+        width = a.shared_expert_intermediate_size / tp
+        shared = _mlp_bytes(h, width, q, mlp_share, dt, a.gated_mlp) if width else 0.0
         router = (h * a.num_experts + (a.num_experts if a.expert_bias else 0)) * dt
-        if a.model_type == "qwen2_moe" and a.shared_expert_intermediate_size:
-            router += h * dt
-        out["experts"] = experts * a.moe_layers
-        out["mlp"] = dense * a.dense_layers + shared * a.moe_layers
-        out["router"] = router * a.moe_layers
-    else:
-        out["mlp"] = dense * a.num_layers
+        router += shared_gate_params(a) * dt
+        out["experts"] = experts * moe_layers
+        mlp += shared * moe_layers
+        out["router"] = router * moe_layers
+    out["mlp"] = mlp
     vocab = round_up(a.vocab_size, 64)
-    emb_shard = tp if parallel_embedding else 1
+    emb_shard = tp if s.parallel_embedding else 1
     out["embedding"] = vocab * h * dt / emb_shard
+    if a.per_layer_embedding:  # VocabParallelEmbedding, vocab padded to 64 like the input one
+        rows = a.per_layer_embedding // a.vocab_size
+        out["per_layer_embedding"] = round_up(a.vocab_size, 64) * rows * dt / emb_shard
     if not a.tie_word_embeddings:
-        head_q = q is not None and q.quantize_lm_head and not q.experts_only
-        out["lm_head"] = _linear(vocab * h / tp, 1, q, head_q, dt=dt)
-    out["norms"] = (a.norms_per_layer * a.num_layers + 1) * h * dt
-    if a.vision_params:
-        per = (
-            q.bytes_per_weight if q is not None and q.quantize_vision and not q.experts_only else dt
-        )
-        out["vision"] = a.vision_params * per / tp
-    # rotary cos/sin cache: max_position x rotary_dim in the model dtype, one per model
-    out["rope_cache"] = a.max_position_embeddings * a.rotary_dim * dt
+        out["lm_head"] = _linear(h, vocab / tp, q, frac("lm_head"), dt)
+    out["norms"] = (a.norms_per_layer * a.num_layers + 1) * h * dt + a.extra_params * dt
+    for enc in a.encoders:
+        ranks = 1 if enc.replicated else (s.encoder_tp or tp)
+        per = _per_element(q, frac("vision"), dt)
+        out["vision"] = out.get("vision", 0.0) + enc.params * per / ranks
+    # rotary cos/sin caches: positions x rotary_dim in the model dtype, one per distinct rope
+    out["rope_cache"] = a.rope_cache_elements * dt
     return out
 
 
@@ -163,59 +250,25 @@ def checkpoint_bytes(a: Architecture) -> float:
     """
     if a.quantization is None:
         return float(a.total_params * stored_dtype_bytes(a))
-    parts = weight_breakdown(a, a.quantization, 1, dt=stored_dtype_bytes(a))
+    stored = Sharding(tp=1, mxfp4_align=(1, 1))  # kernels pad at load, files are not padded
+    parts = weight_breakdown(a, a.quantization, 1, dt=stored_dtype_bytes(a), sharding=stored)
     parts.pop("rope_cache", None)
     return sum(parts.values())
 
 
-# --- KV cache --------------------------------------------------------------------------------
+# --- activation, non-torch, CUDA graphs ------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class KvLayout:
-    """How vLLM V1 lays out the KV cache (vllm.md §2, kv_cache_utils.get_num_blocks)."""
+class EncoderProfile:
+    """vLLM's dummy multimodal pass inside the memory profile (``docs/sizing.md`` §5):
+    ``cached_tokens`` encoder outputs stay on the GPU while the language model's dummy forward
+    and the sampler run; ``encoder_bytes`` is the encoder's own transient peak."""
 
-    bytes_per_token_per_gpu: int  # summed over attention layers
-    page_bytes_per_layer: int  # one block of one layer
-    group_size: int  # layers sharing one block index (tensors in the pool)
-    groups: tuple[str, ...]  # attention kind of each KV-cache group
-    block_size: int
-
-
-def kv_layout(a: Architecture, tp: int, kv_bytes: int, block_size: int) -> KvLayout:
-    if a.is_mla:  # latent + rope key, one "head", not sharded by TP
-        per_layer = (a.kv_lora_rank + a.qk_rope_head_dim) * kv_bytes
-    else:
-        per_layer = 2 * max(1, a.num_kv_heads // tp) * a.head_dim * kv_bytes
-    kinds = a.layer_attention or tuple("full" for _ in range(a.num_layers))
-    counts: dict[str, int] = {}
-    for kind in kinds:
-        counts[kind] = counts.get(kind, 0) + 1
-    smallest, largest = min(counts.values()), max(counts.values())
-    group = largest if largest < smallest * 1.25 else smallest
-    groups: list[str] = []
-    for kind, n in counts.items():
-        groups.extend([kind] * cdiv(n, group))
-    return KvLayout(
-        per_layer * a.num_layers, per_layer * block_size, group, tuple(groups), block_size
-    )
-
-
-def pages_per_request(a: Architecture, layout: KvLayout, length: int, batched: int) -> int:
-    """Blocks one request of ``length`` tokens holds across all KV groups (vllm.md §2)."""
-    b = layout.block_size
-    total = 0
-    for kind in layout.groups:
-        if kind == "sliding" and a.sliding_window:
-            total += cdiv(min(a.sliding_window - 1 + batched, length), b) + 1
-        elif kind == "chunked" and a.attention_chunk_size:
-            total += cdiv(min(a.attention_chunk_size + batched, length), b)
-        else:
-            total += cdiv(length, b)
-    return total
-
-
-# --- activation, non-torch, CUDA graphs ------------------------------------------------------
+    budget_tokens: int = 0
+    items: int = 0
+    cached_tokens: int = 0
+    encoder_bytes: float = 0.0
 
 
 def activation_bytes(
@@ -228,29 +281,36 @@ def activation_bytes(
     *,
     sampler_bytes: float,
     moe_workspace: bool,
+    encoder: EncoderProfile | None = None,
+    moe_ranks: int = 0,
 ) -> float:
-    """Peak of the profiling run: max(forward transients, sampler) + what stays allocated.
+    """Peak of the profiling run: max(forward transients, sampler, encoder pass) + what stays
+    allocated (hidden states, cached encoder outputs, fused-MoE workspaces).
 
     ``sampler_bytes``: profiled sampler bytes per (request x vocab) element; ``moe_workspace``:
-    the fused-MoE kernels keep their workspaces across the profile run (vLLM V1)."""
+    the fused-MoE kernels keep their workspaces across the profile run (vLLM V1); ``encoder``:
+    the multimodal dummy pass (None: text only); ``moe_ranks``: ranks an expert is split over
+    (TP x DP without expert parallelism; 1 with it)."""
     h = a.hidden_size
     # the sampler constant holds one 16-bit copy of the logits; fp32 models hold 4 bytes
     sampler = reqs * a.vocab_size * (sampler_bytes + dt - DTYPE_BYTES)
     width = a.intermediate_size / tp
+    moe_split = moe_ranks or tp
     if a.is_moe:
         width = max(
             width,
-            (a.experts_per_token * a.moe_intermediate_size + a.shared_expert_intermediate_size)
-            / tp,
+            a.experts_per_token * a.moe_intermediate_size / moe_split
+            + a.shared_expert_intermediate_size / tp,
         )
     forward = tokens * dt * (2 * h + 3 * width)
     retained = tokens * h * dt  # hidden states of the dummy run, alive during sampling
     workspace = 0.0
     if a.is_moe and moe_workspace and not (q is not None and q.method == "mxfp4"):
-        im = a.moe_intermediate_size / tp  # fused-MoE workspaces, kept across the profile run
+        im = a.moe_intermediate_size / moe_split  # fused-MoE workspaces, kept across the run
         workspace = tokens * a.experts_per_token * (max(2 * im, h) + im) * dt
-    encoder = tokens * h * dt if a.vision_params else 0.0  # cached encoder outputs
-    return max(sampler, forward) + retained + workspace + encoder
+    enc = encoder or EncoderProfile()
+    cached = enc.cached_tokens * h * dt  # encoder outputs of the dummy items
+    return max(sampler, forward, enc.encoder_bytes) + retained + workspace + cached
 
 
 def non_torch_gib(base: float, tp: int, nvlink: bool, nvswitch_hopper: bool) -> float:

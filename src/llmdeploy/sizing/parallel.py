@@ -8,14 +8,30 @@ from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.types import SizingRequest
 
 
+def moe_split(arch: Architecture, req: SizingRequest) -> int:
+    """Ranks one routed expert is split over: none with expert parallelism (whole experts per
+    rank), else TP x DP (vLLM flattens the MoE TP group over the data-parallel ranks:
+    fused_moe/config.py ``flatten_tp_across_dp_and_pcp``)."""
+    ranks = max(1, req.tp) * max(1, req.data_parallel)
+    return 1 if req.expert_parallel and arch.is_moe and ranks > 1 else ranks
+
+
 def tp_problems(arch: Architecture, tp: int, req: SizingRequest) -> list[str]:
-    """Why vLLM would refuse this TP degree (divisibility rules of its parallel layers)."""
+    """Why vLLM would refuse this TP (x DP) layout (divisibility rules of its parallel layers)."""
     out: list[str] = []
     if tp < 1:
         return [f"tensor parallel {tp} must be >= 1"]
-    if req.gpus_per_instance is not None and tp > req.gpus_per_instance:
+    dp = max(1, req.data_parallel)
+    gpus = tp * dp
+    if req.gpus_per_instance is not None and gpus > req.gpus_per_instance:
         where = req.instance.name if req.instance else "the instance"
-        out.append(f"tensor parallel {tp} exceeds the {req.gpus_per_instance} GPU(s) of {where}")
+        layout = f"tensor parallel {tp}" + (f" x data parallel {dp} = {gpus}" if dp > 1 else "")
+        out.append(f"{layout} exceeds the {req.gpus_per_instance} GPU(s) of {where}")
+    if req.expert_parallel and arch.is_moe and gpus > arch.num_experts:
+        out.append(
+            f"expert parallelism over {gpus} GPUs leaves some without any of the "
+            f"{arch.num_experts} experts"
+        )
     if arch.num_attention_heads % tp:
         out.append(
             f"tensor parallel {tp} does not divide the {arch.num_attention_heads} attention heads"
@@ -26,22 +42,21 @@ def tp_problems(arch: Architecture, tp: int, req: SizingRequest) -> list[str]:
             f"tensor parallel {tp} and the {kv} KV heads: one must divide the other "
             "(KV heads are split, or replicated when TP > KV heads)"
         )
-    for label, width in (
-        ("intermediate size", arch.intermediate_size),
-        ("MoE intermediate size", arch.moe_intermediate_size),
-    ):
-        if width and width % tp:
-            out.append(f"tensor parallel {tp} does not divide the {label} {width}")
+    split = moe_split(arch, req)
+    widths = (
+        ("intermediate size", arch.intermediate_size, tp, "TP"),
+        ("MoE intermediate size", arch.moe_intermediate_size, split, "TP x DP" if dp > 1 else "TP"),
+    )
+    for label, width, ways, name in widths:
+        if width and width % ways:
+            out.append(f"{name} {ways} does not divide the {label} {width}")
     q, _ = mem.effective_quant(arch, req.quantization)
     if q is not None and q.group_size and q.method in {"awq", "gptq", "w4a16", "fp8-block"}:
-        for label, width in (
-            ("intermediate size", arch.intermediate_size),
-            ("MoE intermediate size", arch.moe_intermediate_size),
-        ):
-            if width and width % tp == 0 and (width // tp) % q.group_size:
+        for label, width, ways, name in widths:
+            if width and ways > 1 and width % ways == 0 and (width // ways) % q.group_size:
                 out.append(
-                    f"{label} {width} / TP {tp} = {width // tp} is not a multiple of the "
-                    f"{q.method} group size {q.group_size}"
+                    f"{label} {width} / {name} {ways} = {width // ways} is not a multiple of "
+                    f"the {q.method} group size {q.group_size}"
                 )
     return out
 

@@ -30,9 +30,18 @@ def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True)
     runtime = extra.get("runtime_quantizations", engine.runtime_quantizations)
     assert isinstance(runtime, frozenset)
     checkpoint = resolve_checkpoint(spec, spec_dir, runtime)
+    mm = spec.serving.multimodal
     base = SizingRequest(
         architecture=checkpoint.architecture,
         tp=spec.hardware.tensor_parallel,
+        data_parallel=spec.hardware.data_parallel,
+        expert_parallel=spec.serving.expert_parallel,
+        prefix_caching=spec.serving.prefix_caching,
+        mm_limits=tuple(sorted(mm.limit_per_prompt.items()))
+        if mm is not None and mm.limit_per_prompt is not None
+        else None,
+        mm_skip_profiling=mm.skip_profiling if mm is not None else False,
+        mm_encoder_tp_mode=mm.encoder_tensor_parallel if mm is not None else "weights",
         quantization=spec.quantization,
         kv_cache_dtype=spec.kv_cache_dtype,
         max_model_len=spec.serving.max_model_len,
@@ -67,6 +76,8 @@ def request_from_options(
     gpu_memory_gib: float | None = None,
     tp: int = 1,
     quantization: str = "none",
+    dp: int = 1,
+    expert_parallel: bool = False,
     kv_cache_dtype: str = "auto",
     max_model_len: int | None = None,
     gpu_memory_utilization: float | None = None,
@@ -84,6 +95,8 @@ def request_from_options(
             raise UsageError(f"{label} {value!r}: expected one of {', '.join(allowed)}")
     if tp < 1:
         raise UsageError(f"--tp {tp}: must be >= 1")
+    if dp < 1:
+        raise UsageError(f"--dp {dp}: must be >= 1")
     if engine_version is not None:
         try:  # an image tag's v0.19.0 is release 0.19.0 (llmdeploy.versions)
             engine_version = versions.canonical(engine_version)
@@ -95,6 +108,8 @@ def request_from_options(
     base = SizingRequest(
         architecture=arch,
         tp=tp,
+        data_parallel=dp,
+        expert_parallel=expert_parallel,
         quantization=quantization,
         kv_cache_dtype=kv_cache_dtype,
         max_model_len=max_model_len,
@@ -117,4 +132,4 @@ def request_from_options(
     if gpu_memory_gib is None or not math.isfinite(gpu_memory_gib) or gpu_memory_gib <= 0:
         raise UsageError("give one of --instance, --gpu or --gpu-memory-gib (> 0)")
     # interconnect unknown: NVLink's larger all-reduce buffers are the cautious assumption
-    return dataclasses.replace(base, gpu_total_gib=gpu_memory_gib, nvlink=tp > 1)
+    return dataclasses.replace(base, gpu_total_gib=gpu_memory_gib, nvlink=tp * dp > 1)

@@ -69,11 +69,12 @@ def size_for_hardware(
                 )
             ]
         )
-    ordered = sorted(members, key=lambda i: _price_key(i, base.tp))
+    gpus = base.tp * max(1, base.data_parallel)  # GPUs per pod
+    ordered = sorted(members, key=lambda i: _price_key(i, gpus))
     # Enough GPUs, and host CPU/memory for the pod (catalog.Instance.hosts_pod); fall back to
     # GPU count alone when no size of the family has the host resources.
-    valid = [m for m in ordered if m.hosts_pod(base.tp, reserve)] or [
-        m for m in ordered if m.gpu_count >= base.tp
+    valid = [m for m in ordered if m.hosts_pod(gpus, reserve)] or [
+        m for m in ordered if m.gpu_count >= gpus
     ]
     for inst in valid:
         if compute(on_instance(base, inst)).fits:
@@ -185,7 +186,7 @@ def _cheapest_instance(req: SizingRequest, current: Sizing) -> tuple[str, Sizing
         if inst.price_usd_hr is None or (req.instance and inst.name == req.instance.name):
             continue
         base = on_instance(req, inst)
-        tps = [req.tp] if req.tp <= inst.gpu_count else []
+        tps = [req.tp] if req.tp * max(1, req.data_parallel) <= inst.gpu_count else []
         tps += [t for t in _tp_candidates(base, inst.gpu_count) if t not in tps]
         for tp in tps:
             s, extra = _resize(dataclasses.replace(base, tp=tp))

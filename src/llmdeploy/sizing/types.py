@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from llmdeploy.catalog import ec2
 from llmdeploy.catalog.architecture import Architecture
 from llmdeploy.errors import Notice
+from llmdeploy.sizing.kv import KvLayout, KvPolicy
 
 QUANTIZATIONS = ("none", "fp8", "int8", "int4-awq", "int4-gptq")
 KV_DTYPES = ("auto", "fp8")
@@ -35,6 +36,13 @@ class SizingRequest:
     # what this spec's engine quantizes by itself; None: the engine's runtime_quantizations
     runtime_quantizations: frozenset[str] | None = None
     enforce_eager: bool = False
+    prefix_caching: bool = True  # decides the state-space cache mode of hybrid models
+    data_parallel: int = 1  # data-parallel ranks inside the pod (each TP GPUs)
+    expert_parallel: bool = False  # whole experts per rank (--enable-expert-parallel)
+    # multimodal: items per prompt by modality (None: the engine's default), profiling, encoder TP
+    mm_limits: tuple[tuple[str, int], ...] | None = None
+    mm_skip_profiling: bool = False
+    mm_encoder_tp_mode: str = "weights"
     kv_cache_free_gpu_mem_fraction: float = 0.9
     slo_concurrent_requests: int = 16
     slo_input_tokens: int = 512
@@ -112,6 +120,10 @@ class Sizing:
     # and what the server reads back. For runtime FP8 this is the 16-bit checkpoint.
     checkpoint_gib: float = 0.0
     notices: tuple[Notice, ...] = ()  # what the sizing assumed about the spec's checkpoint
+    data_parallel: int = 1
+    expert_parallel: bool = False
+    state_bytes_per_sequence: int = 0  # state-space layers' constant state, per GPU
+    kv_layout: KvLayout | None = None
 
 
 @dataclass(frozen=True)
@@ -137,5 +149,6 @@ class MemoryBudget:
     breakdown: tuple[tuple[str, float], ...]
     layout_arch: Architecture
     block: int
+    kv_policy: KvPolicy | None = None  # None: every layer full attention, ``block`` tokens
     reasons: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()

@@ -143,7 +143,19 @@ class Hardware(SpecModel):
             "tensor-parallel degree and the model."
         ),
     )
-    tensor_parallel: int = Field(1, ge=1, le=64, description="Tensor-parallel degree (GPUs/pod).")
+    tensor_parallel: int = Field(
+        1, ge=1, le=64, description="Tensor-parallel degree (GPUs per data-parallel rank)."
+    )
+    data_parallel: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description=(
+            "Data-parallel ranks inside one pod (vLLM --data-parallel-size): each holds its own "
+            "KV cache and attention weights; MoE experts are spread over all TP x DP GPUs. "
+            "GPUs per pod = tensorParallel x dataParallel."
+        ),
+    )
 
     @field_validator("instance_type")
     @classmethod
@@ -159,11 +171,44 @@ class Hardware(SpecModel):
             raise ValueError(f"not an EC2 instance family: {v!r} (expected e.g. g6e)")
         return v
 
+    @property
+    def gpus_per_pod(self) -> int:
+        return self.tensor_parallel * self.data_parallel
+
     @model_validator(mode="after")
     def _one_of(self) -> Hardware:
         if (self.instance_type is None) == (self.instance_family is None):
             raise ValueError("set exactly one of `instanceType` and `instanceFamily`")
         return self
+
+
+Modality = Literal["image", "video", "audio"]
+
+
+class Multimodal(SpecModel):
+    """Multimodal models: what one prompt may carry and how the encoder is profiled (vLLM)."""
+
+    limit_per_prompt: dict[Modality, Annotated[int, Field(ge=0, le=1024)]] | None = Field(
+        None,
+        description=(
+            "Items per prompt by modality (--limit-mm-per-prompt); 0 for every modality serves "
+            "the language model only and does not load the encoder. Unset: vLLM's default."
+        ),
+    )
+    skip_profiling: bool = Field(
+        False,
+        description=(
+            "Skip the encoder's dummy pass in the memory profile (--skip-mm-profiling): more KV "
+            "cache, but the encoder's run-time memory is then not reserved."
+        ),
+    )
+    encoder_tensor_parallel: Literal["weights", "data"] = Field(
+        "weights",
+        description=(
+            "weights: the encoder is split across the TP ranks; data: every rank holds the whole "
+            "encoder and takes a share of the images (--mm-encoder-tp-mode data)."
+        ),
+    )
 
 
 class Serving(SpecModel):
@@ -187,6 +232,16 @@ class Serving(SpecModel):
     )
     chunked_prefill: bool = Field(True, description="Chunked prefill (always on in vLLM V1).")
     prefix_caching: bool = Field(True, description="Automatic prefix caching.")
+    expert_parallel: bool = Field(
+        False,
+        description=(
+            "MoE models: whole experts per GPU across the TP x DP ranks instead of every expert "
+            "split across them (--enable-expert-parallel)."
+        ),
+    )
+    multimodal: Multimodal | None = Field(
+        None, description="Multimodal models: encoder limits and profiling."
+    )
 
 
 class Slo(SpecModel):

@@ -39,13 +39,19 @@ def _refusals(
     nvfp4 = quant is not None and quant.method == "nvfp4"
     if pytorch and nvfp4 and gpu is not None and capability(gpu.compute_capability) < (10, 0):
         reasons.append(f"NVFP4 checkpoints need Blackwell GPUs; {gpu.model} is not one")
-    if arch.is_mla or (quant is not None and quant.method == "mxfp4"):
+    unmodelled = (
+        arch.is_mla
+        or (quant is not None and quant.method == "mxfp4")
+        or arch.has_state_space
+        or arch.cross_attention_tokens
+    )
+    if unmodelled:
         path = (
             "PyTorch-backend path" if pytorch else "Triton TensorRT-LLM backend path (trtllm-build)"
         )
         reasons.append(
-            f"the {path} is not modelled for this architecture (MLA / MXFP4 experts); "
-            "use engine vllm"
+            f"the {path} is not modelled for this architecture (MLA, MXFP4 experts, "
+            "state-space layers, cross-attention); use engine vllm"
         )
     return reasons
 

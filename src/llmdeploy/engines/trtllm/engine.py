@@ -55,6 +55,21 @@ class Trtllm:
             "argument)",
             "remove it, or use engine.type vllm for a name of your choice",
         ),
+        "hardware.dataParallel": Ignored(
+            "error",
+            "llmdeploy renders TensorRT-LLM as one group of tensorParallel ranks per pod",
+            "scale out with replicas (autoscaling), or use engine.type vllm",
+        ),
+        "serving.expertParallel": Ignored(
+            "error",
+            "TensorRT-LLM's expert parallelism is not rendered by llmdeploy",
+            "use engine.type vllm",
+        ),
+        "serving.multimodal": Ignored(
+            "error",
+            "the encoder options are vLLM's (--limit-mm-per-prompt, --skip-mm-profiling)",
+            "use engine.type vllm",
+        ),
     }
 
     def check(self, spec: Spec, hardware: Sequence[Instance]) -> list[Diagnostic]:

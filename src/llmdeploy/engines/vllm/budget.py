@@ -1,54 +1,76 @@
 """vLLM's GPU-memory budget, by version: what it subtracts before the KV cache.
 
 Formulas, their sources and the calibration residuals: ``docs/sizing.md`` (facts by version in
-``shared/reference/vllm.md`` §1).
+``engines/vllm/facts.py`` and ``shared/reference/vllm.md`` §1).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
 
 from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
-from llmdeploy.engines.vllm.flags import Version, parse_version
+from llmdeploy.engines.vllm import facts as vf
+from llmdeploy.engines.vllm.facts import VllmFacts, vllm_facts
+from llmdeploy.engines.vllm.multimodal import multimodal_plan
 from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
 from llmdeploy.sizing import gpu_memory
 from llmdeploy.sizing import memory as mem
+from llmdeploy.sizing.kv import KvPolicy
 from llmdeploy.sizing.parallel import hopper
 from llmdeploy.sizing.types import MemoryBudget, SizingRequest
 
-
-@dataclass(frozen=True)
-class VllmFacts:
-    """What changes across vLLM releases (each row cited in docs/sizing.md)."""
-
-    version: Version
-    v1: bool  # V1 engine is the default from 0.8.0
-    large_batch_defaults: bool  # >= 70 GiB non-A100 GPUs: 8192 tokens / 1024 seqs (>= 0.9.0)
-    sampler_bytes: float  # profiled sampler bytes per (request x vocab) element
-    non_torch_tp1_gib: float
-    default_gmu: float
-    cudagraph_in_budget: bool  # >= 0.21: estimated CUDA-graph memory is subtracted
-
-    @property
-    def label(self) -> str:
-        return ".".join(str(p) for p in self.version)
+__all__ = ["VllmFacts", "vllm_budget", "vllm_facts"]
 
 
-def vllm_facts(version: str) -> VllmFacts:
-    v = parse_version(version)
-    return VllmFacts(
-        version=v,
-        v1=v >= (0, 8, 0),
-        large_batch_defaults=v >= (0, 9, 0),
-        # sort-based native top-k/top-p sampler until 0.16; 0.17 dropped the profiled peak
-        # (Qwen3-14B 5.64 -> 2.23 GiB at 1024 x 151936 logits); calibrated, docs/sizing.md
-        sampler_bytes=14.9 if v >= (0, 17, 0) else 38.4,
-        non_torch_tp1_gib=0.25 if v >= (0, 18, 0) or v < (0, 8, 0) else 0.13,
-        # 0.9 through 0.19.1, 0.92 from 0.20.0 (each release's own parser; engines/vllm/flags.py)
-        default_gmu=0.92 if v >= (0, 20, 0) else 0.9,
-        cudagraph_in_budget=v >= (0, 21, 0),
+def _batch_defaults(
+    req: SizingRequest, facts: VllmFacts, total: float, length: int, notes: list[str]
+) -> tuple[int, int]:
+    large = (
+        facts.large_batch_defaults
+        and total >= 70
+        and not (req.gpu is not None and "a100" in req.gpu.model.lower())
     )
+    if facts.v1:
+        batched = req.max_num_batched_tokens or (8192 if large else 2048)
+        return batched, req.max_num_seqs or min(1024 if large else 256, batched)
+    # V0: no chunked prefill below 32k context -> the whole context in one step
+    batched = req.max_num_batched_tokens or (2048 if length > 32768 else max(length, 2048))
+    notes.append(
+        f"vLLM {facts.label} (V0 engine): activation profiled over {batched} "
+        "tokens; V0 accounting is approximate"
+    )
+    return batched, req.max_num_seqs or min(256, batched)
+
+
+def _kv_policy(
+    req: SizingRequest,
+    arch: Architecture,
+    facts: VllmFacts,
+    version: str,
+    cc: int,
+    notes: list[str],
+) -> tuple[KvPolicy, list[str]]:
+    reasons: list[str] = []
+    block = vf.mla_block_size(version, cc) if arch.is_mla else 16
+    mode = vf.mamba_mode(arch, req.prefix_caching)
+    if arch.has_state_space:
+        if vf.parse_version(version) < (0, 17, 0):
+            reasons.append(
+                f"hybrid state-space models are sized for vLLM >= 0.17.0 (its mamba cache "
+                f"modes); {version} lays their state out differently"
+            )
+        notes.append(
+            f"state-space layers: mamba cache mode {mode!r} "
+            + ("(prefix caching on)" if req.prefix_caching else "(prefix caching off)")
+        )
+    if arch.cross_attention_tokens and vf.parse_version(version) > (0, 10, 2):
+        reasons.append(
+            f"{arch.name}: encoder-decoder (cross-attention) models were removed from vLLM "
+            "after 0.10.2 (PR #24907); pin engine.version 0.10.2 or older"
+        )
+    ratio = vf.group_ratio(version) if facts.v1 else None  # V0: one pool, every layer full
+    return KvPolicy(block, ratio, mode), reasons
 
 
 def vllm_budget(
@@ -59,34 +81,54 @@ def vllm_budget(
     length: int,
 ) -> MemoryBudget:
     """vLLM's budget: total x gpu_memory_utilization - weights - activation peak - non-torch
-    [- CUDA graphs from 0.21]; what is left is the KV cache (docs/sizing.md)."""
+    [- CUDA graphs where the runner profiles them]; what is left is the KV cache
+    (docs/sizing.md)."""
     reasons: list[str] = []
-    assumptions: list[str] = []
-    tp = max(1, req.tp)
+    notes: list[str] = []
+    tp, dp = max(1, req.tp), max(1, req.data_parallel)
     version = req.engine_version or DEFAULT_VLLM_VERSION
-    facts = vllm_facts(version)
-    gmu = req.gpu_memory_utilization or facts.default_gmu
-    large = (
-        facts.large_batch_defaults
-        and total >= 70
-        and not (req.gpu is not None and "a100" in req.gpu.model.lower())
-    )
-    if facts.v1:
-        batched = req.max_num_batched_tokens or (8192 if large else 2048)
-        seqs = req.max_num_seqs or min(1024 if large else 256, batched)
-    else:  # V0: no chunked prefill below 32k context -> the whole context in one step
-        batched = req.max_num_batched_tokens or (2048 if length > 32768 else max(length, 2048))
-        seqs = req.max_num_seqs or min(256, batched)
-        assumptions.append(
-            f"vLLM {version} (V0 engine): activation profiled over {batched} "
-            "tokens; V0 accounting is approximate"
+    facts = vllm_facts(version, arch, quantized=quant is not None)
+    if facts.runner_v2:
+        notes.append(
+            f"vLLM {version} runs {arch.name} on Model Runner V2: "
+            + (
+                "its CUDA graphs are captured outside the budget"
+                if not facts.cudagraph_in_budget
+                else "its CUDA-graph estimate is subtracted"
+            )
+            + f", dummy sampler {facts.sampler_bytes:g} B per (request x vocab)"
         )
+    gmu = req.gpu_memory_utilization or facts.default_gmu
+    batched, seqs = _batch_defaults(req, facts, total, length, notes)
+    cc = vf.compute_major(req.gpu.compute_capability if req.gpu else None)
     dt = mem.dtype_bytes(req.dtype)
-    parts = mem.weight_breakdown(arch, quant, tp, dt=dt)
+    mm = multimodal_plan(
+        arch,
+        version,
+        tp,
+        batched,
+        seqs,
+        length,
+        dict(req.mm_limits) if req.mm_limits is not None else None,
+        req.mm_skip_profiling,
+        req.mm_encoder_tp_mode,
+        dt,
+    )
+    reasons.extend(mm.problems)
+    notes.extend(mm.notes)
+    loaded = dataclasses.replace(arch, encoders=mm.encoders) if arch.encoders else arch
+    align, backend = vf.mxfp4_align(version, cc)
+    if quant is not None and quant.method == "mxfp4":
+        notes.append(f"MXFP4 experts on the {backend} MoE backend: padded to {align}")
+    ep = req.expert_parallel and arch.is_moe and tp * dp > 1
+    sharding = mem.Sharding(
+        tp=tp, moe=tp * dp, expert_parallel=ep, mxfp4_align=align, encoder_tp=mm.encoder_tp
+    )
+    parts = mem.weight_breakdown(loaded, quant, tp, dt=dt, sharding=sharding)
     weights = sum(parts.values()) / mem.GIB
     act = (
         mem.activation_bytes(
-            arch,
+            loaded,
             quant,
             tp,
             batched,
@@ -94,10 +136,15 @@ def vllm_budget(
             dt,
             sampler_bytes=facts.sampler_bytes,
             moe_workspace=facts.v1,
+            encoder=mm.profile,
+            moe_ranks=1 if ep else tp * dp,
         )
         / mem.GIB
     )
-    non_torch = mem.non_torch_gib(facts.non_torch_tp1_gib, tp, req.nvlink, hopper(req))
+    # data-parallel ranks talk over the same NVLink: the all-reduce/all-to-all buffers follow
+    # the GPUs that exchange data (TP x DP for MoE layers)
+    comm = tp * dp if arch.is_moe else tp
+    non_torch = mem.non_torch_gib(facts.non_torch_tp1_gib, comm, req.nvlink, hopper(req))
     graphs = 0.0 if req.enforce_eager else mem.cudagraph_gib(arch)
     budget = total * gmu
     kv = budget - weights - act - non_torch - (graphs if facts.cudagraph_in_budget else 0.0)
@@ -110,11 +157,15 @@ def vllm_budget(
             "there: lower it (or enforce eager mode)"
         )
     if quant is not None and quant.method == "fp8" and req.gpu is not None and not req.gpu.fp8:
-        assumptions.append(
+        notes.append(
             f"{req.gpu.model} has no FP8 tensor cores: vLLM runs fp8 weights "
             "weight-only (Marlin); memory is the same"
         )
-    block = 64 if arch.is_mla and facts.v1 else 16
+    problem = vf.quantization_problem(version, quant)
+    if problem:
+        reasons.append(problem)
+    policy, kv_reasons = _kv_policy(req, arch, facts, version, cc, notes)
+    reasons.extend(kv_reasons)
     return MemoryBudget(
         version=version,
         gmu=gmu,
@@ -129,8 +180,9 @@ def vllm_budget(
         batched=batched,
         seqs=seqs,
         breakdown=mem.breakdown_gib(parts),
-        layout_arch=arch,
-        block=block,
+        layout_arch=loaded,
+        block=policy.block_size,
+        kv_policy=policy,
         reasons=tuple(reasons),
-        assumptions=tuple(assumptions),
+        assumptions=tuple(notes),
     )

@@ -21,7 +21,9 @@ Pure data and functions: no I/O.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -48,7 +50,8 @@ CHECKED_VERSIONS: Final[tuple[str, ...]] = (
 )  # fmt: skip
 
 FlagKind = Literal["value", "bool_store_true", "bool_optional", "bool_value"]
-ValueType = Literal["int", "float", "str", "str_list"]
+# kv_map: {"image": 2} as `image=2` (comma-separated); json_map: as JSON
+ValueType = Literal["int", "float", "str", "str_list", "kv_map", "json_map"]
 Entrypoint = Literal["serve", "api_server"]
 Metric = Literal["waiting", "running", "kv_usage"]
 Version = versions.Version
@@ -327,6 +330,17 @@ _FLAGS: dict[str, tuple[FlagSpec, ...]] = {
             negative="--enable-custom-all-reduce",
         ),
     ),
+    "data_parallel_size": (
+        _value(
+            "--data-parallel-size",
+            "int",
+            "vllm/engine/arg_utils.py@v0.8.3; vllm/config/parallel.py@v0.19.0 "
+            "(ParallelConfig.data_parallel_size)",
+            since="0.8.3",
+            note="first in 0.8.3; alias -dp from 0.8.4; all ranks local to the pod "
+            "(--data-parallel-size-local defaults to it on a single node)",
+        ),
+    ),
     "enable_expert_parallel": (
         FlagSpec(
             "--enable-expert-parallel",
@@ -352,6 +366,51 @@ _FLAGS: dict[str, tuple[FlagSpec, ...]] = {
             None,
             "vllm/engine/arg_utils.py@v0.33.0 (EnableDisableAction)",
             negative="--disable-expert-parallel",
+        ),
+    ),
+    # --- multimodal --------------------------------------------------------------------------
+    "limit_mm_per_prompt": (
+        FlagSpec(
+            "--limit-mm-per-prompt",
+            "value",
+            "0.6.0",
+            "0.8.5",
+            f"{_ARG_UTILS_062} (type=nullable_kvs)",
+            note="comma-separated KEY=VALUE items, e.g. image=2,video=1",
+            value_type="kv_map",
+        ),
+        FlagSpec(
+            "--limit-mm-per-prompt",
+            "value",
+            "0.8.5",
+            None,
+            "vllm/engine/arg_utils.py@v0.8.5 (dict field: json.loads); "
+            "vllm/config/multimodal.py@v0.19.0 (MultiModalConfig.limit_per_prompt)",
+            note="JSON from 0.8.5 (image=2 is refused); 0 for every modality = language model "
+            "only from 0.10.1",
+            value_type="json_map",
+        ),
+    ),
+    "skip_mm_profiling": (
+        FlagSpec(
+            "--skip-mm-profiling",
+            "bool_optional",
+            "0.10.1",
+            None,
+            "vllm/config/multimodal.py@v0.10.1; vllm/config/multimodal.py@v0.19.0 "
+            "(MultiModalConfig.skip_mm_profiling)",
+            note="first in 0.10.1",
+            negative="--no-skip-mm-profiling",
+        ),
+    ),
+    "mm_encoder_tp_mode": (
+        _value(
+            "--mm-encoder-tp-mode",
+            "str",
+            "vllm/config/multimodal.py@v0.10.2; vllm/config/multimodal.py@v0.19.0 "
+            "(MultiModalConfig.mm_encoder_tp_mode)",
+            since="0.10.2",
+            note="choices weights|data; first in 0.10.2",
         ),
     ),
     # --- KV cache ----------------------------------------------------------------------------
@@ -608,8 +667,13 @@ DISTRIBUTED_EXECUTOR_BACKENDS: Final[Mapping[str, _Ranges]] = MappingProxyType(
     }
 )
 
+MM_ENCODER_TP_MODES: Final[Mapping[str, _Ranges]] = MappingProxyType(
+    {"weights": (("0.10.2", None),), "data": (("0.10.2", None),)}
+)
+
 _CHOICES: Final[Mapping[str, Mapping[str, _Ranges]]] = MappingProxyType(
     {
+        "mm_encoder_tp_mode": MM_ENCODER_TP_MODES,
         "quantization": QUANTIZATION_METHODS,
         "kv_cache_dtype": KV_CACHE_DTYPES,
         "dtype": DTYPES,
@@ -725,6 +789,8 @@ def _render_value(key: str, spec: FlagSpec, value: object) -> list[str]:
         if not isinstance(value, str):
             raise TypeError(f"{key}: expected str, got {type(value).__name__}")
         words = [value]
+    elif vt in ("kv_map", "json_map"):
+        words = [_render_map(key, vt, value)]
     else:  # str_list
         if isinstance(value, str):
             words = [value]
@@ -741,6 +807,21 @@ def _render_value(key: str, spec: FlagSpec, value: object) -> list[str]:
             raise ValueError(f"{key}: a value starting with '-' cannot be one of several")
         return [f"{spec.name}={words[0]}"]
     return [spec.name, *words]
+
+
+def _render_map(key: str, vt: ValueType, value: object) -> str:
+    """A {name: count} mapping as one word: `image=2,video=1` or `{"image": 2, "video": 1}`."""
+    if not isinstance(value, Mapping) or not value:
+        raise TypeError(f"{key}: expected a non-empty mapping of str to int")
+    items = sorted(value.items())
+    for name, count in items:
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z_]+", name):
+            raise ValueError(f"{key}: {name!r} is not a modality name")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ValueError(f"{key}: {name} needs a count >= 0, got {count!r}")
+    if vt == "kv_map":
+        return ",".join(f"{name}={count}" for name, count in items)
+    return json.dumps(dict(items))
 
 
 def _render_bool(key: str, spec: FlagSpec, value: object) -> list[str]:

@@ -4,7 +4,7 @@ which verifies that the pinned version accepts every one of them."""
 from __future__ import annotations
 
 from llmdeploy.engines.vllm import flags
-from llmdeploy.engines.vllm.budget import vllm_facts
+from llmdeploy.engines.vllm.facts import vllm_facts
 from llmdeploy.engines.vllm.spec import VllmEngine
 from llmdeploy.spec.sections import Spec
 
@@ -39,11 +39,17 @@ def vllm_options(spec: Spec, model_arg: str, quantization: str | None) -> dict[s
     if gmu is None:
         # The version's own default, the same figure the sizing check used.
         gmu = vllm_facts(engine.version).default_gmu
+    mm = s.multimodal
+    dp = spec.hardware.data_parallel
     opts: dict[str, object] = {
         "host": "0.0.0.0",
         "port": HTTP_PORT,
         "served_model_name": spec.model.served_name or spec.model.id,
         "tensor_parallel_size": spec.hardware.tensor_parallel,
+        # every data-parallel rank in this pod: vLLM starts one engine core per rank and
+        # balances requests across them behind the one API server
+        "data_parallel_size": dp if dp > 1 else None,
+        "enable_expert_parallel": True if s.expert_parallel else None,
         "gpu_memory_utilization": gmu,
         "max_model_len": s.max_model_len,
         "max_num_batched_tokens": s.max_num_batched_tokens,
@@ -53,6 +59,13 @@ def vllm_options(spec: Spec, model_arg: str, quantization: str | None) -> dict[s
         "kv_cache_dtype": "fp8" if spec.kv_cache_dtype == "fp8" else None,
         "quantization": quantization,
         "enforce_eager": True if engine.enforce_eager else None,
+        "limit_mm_per_prompt": dict(mm.limit_per_prompt)
+        if mm is not None and mm.limit_per_prompt is not None
+        else None,
+        "skip_mm_profiling": True if mm is not None and mm.skip_profiling else None,
+        "mm_encoder_tp_mode": "data"
+        if mm is not None and mm.encoder_tensor_parallel == "data"
+        else None,
         "revision": spec.model.revision if spec.model.loading.mode == "huggingface" else None,
         "download_dir": f"{MODEL_DIR}/hub" if spec.model.loading.mode == "huggingface" else None,
     }

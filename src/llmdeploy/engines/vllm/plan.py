@@ -11,8 +11,10 @@ from llmdeploy.plan.assemble import EngineParts
 from llmdeploy.plan.loading import cache_gib, model_loading
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
+    gpus_per_pod,
     liveness_probe,
     pod_resources,
+    read_gib,
     readiness_probe,
     shm_size,
     startup_budget_seconds,
@@ -52,7 +54,6 @@ def quantization_flag(spec: Spec, sizing: Sizing) -> str | None:
 def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     engine = spec.engine
     assert isinstance(engine, VllmEngine)
-    tp = spec.hardware.tensor_parallel
     loading = spec.model.loading
     meta = meta_for(spec, "inference-server", engine.version)
     checkpoint_gib = sizing.checkpoint_gib
@@ -82,7 +83,7 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         Mount("tmp", "/tmp"),
     ]
     volumes = [
-        Volume("dshm", "memory", size_limit=shm_size(tp)),
+        Volume("dshm", "memory", size_limit=shm_size(gpus_per_pod(spec))),
         Volume("home", "emptyDir", size_limit=f"{HOME_GIB}Gi"),
         Volume("tmp", "emptyDir", size_limit=f"{TMP_GIB}Gi"),
     ]
@@ -96,7 +97,10 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     ephemeral_gib = HOME_GIB + TMP_GIB + weights.disk_gib + LOGS_GIB
     # vLLM reads (and in huggingface mode first downloads) the checkpoint as stored.
     budget = startup_budget_seconds(
-        spec, checkpoint_gib, downloads_in_main=loading.mode == "huggingface"
+        spec,
+        checkpoint_gib,
+        downloads_in_main=loading.mode == "huggingface",
+        read_gib=read_gib(spec, sizing),
     )
     server = Container(
         name="vllm",

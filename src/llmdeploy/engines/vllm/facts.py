@@ -1,0 +1,202 @@
+"""What changes across vLLM releases for the memory model, each read from the release's own
+source (the wheels listed in ``engines/vllm/flags.py``; ``docs/sizing.md`` §2 cites files).
+
+Pure functions of (version, architecture, GPU, request); the budget in ``budget.py`` uses them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
+from llmdeploy.engines.vllm.flags import Version, parse_version
+
+__all__ = ["parse_version"]
+
+# DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES in vllm/config/vllm.py, by release
+_MRV2_ARCHS: tuple[tuple[Version, frozenset[str]], ...] = (
+    ((0, 22, 0), frozenset({"Qwen3ForCausalLM"})),
+    ((0, 23, 0), frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen3ForCausalLM"})),
+    (
+        (0, 24, 0),
+        frozenset(
+            {
+                "Qwen3ForCausalLM",
+                "DeepseekV2ForCausalLM",
+                "Qwen2MoeForCausalLM",
+                "GraniteMoeForCausalLM",
+                "LlamaForCausalLM",
+                "MistralForCausalLM",
+            }
+        ),
+    ),
+    (
+        (0, 25, 0),
+        frozenset({"DeepseekV2ForCausalLM", "Qwen2MoeForCausalLM", "GraniteMoeForCausalLM"}),
+    ),
+    (
+        (0, 28, 0),
+        frozenset(
+            {
+                "DeepseekV2ForCausalLM",
+                "DeepseekV4ForCausalLM",
+                "GraniteMoeForCausalLM",
+                "KimiK3ForConditionalGeneration",
+                "Qwen2MoeForCausalLM",
+            }
+        ),
+    ),
+)
+
+
+def _arch_set(v: Version) -> frozenset[str]:
+    found: frozenset[str] = frozenset()
+    for since, archs in _MRV2_ARCHS:
+        if v >= since:
+            found = archs
+    return found
+
+
+def model_runner_v2(version: str, arch: Architecture, quantized: bool) -> bool:
+    """Whether ``vllm serve`` runs this model on Model Runner V2 (``VllmConfig.
+    use_v2_model_runner`` with ``VLLM_USE_V2_MODEL_RUNNER`` unset and none of the features V2
+    lacks, none of which llmdeploy renders).
+
+    0.22-0.23: a listed architecture that is neither MoE nor quantized; 0.24: a listed
+    architecture; 0.25-0.27: not a state-space hybrid, and listed or not MoE; 0.28: hybrids
+    only when listed; from 0.29: every model."""
+    v = parse_version(version)
+    if v < (0, 22, 0):
+        return False
+    if v >= (0, 29, 0):
+        return True
+    listed = any(a in _arch_set(v) for a in arch.architectures)
+    if v < (0, 24, 0):
+        return listed and not arch.is_moe and not quantized
+    if v < (0, 25, 0):
+        return listed
+    if arch.has_state_space and (v < (0, 28, 0) or not listed):
+        return False
+    return listed or not arch.is_moe
+
+
+@dataclass(frozen=True)
+class VllmFacts:
+    """What changes across vLLM releases (each row cited in docs/sizing.md)."""
+
+    version: tuple[int, int, int]
+    v1: bool  # V1 engine is the default from 0.8.0
+    large_batch_defaults: bool  # >= 70 GiB non-A100 GPUs: 8192 tokens / 1024 seqs (>= 0.9.0)
+    sampler_bytes: float  # profiled sampler bytes per (request x vocab) element
+    non_torch_tp1_gib: float
+    default_gmu: float
+    cudagraph_in_budget: bool  # the profiled CUDA-graph memory is subtracted from the budget
+    runner_v2: bool = False
+
+    @property
+    def label(self) -> str:
+        return ".".join(str(p) for p in self.version)
+
+
+def vllm_facts(
+    version: str, arch: Architecture | None = None, quantized: bool = False
+) -> VllmFacts:
+    v = parse_version(version)
+    v2 = arch is not None and model_runner_v2(version, arch, quantized)
+    return VllmFacts(
+        version=v,
+        v1=v >= (0, 8, 0) and not (arch is not None and arch.cross_attention_tokens),
+        large_batch_defaults=v >= (0, 9, 0),
+        sampler_bytes=_sampler_bytes(v, v2),
+        non_torch_tp1_gib=0.25 if v >= (0, 18, 0) or v < (0, 8, 0) else 0.13,
+        # 0.9 through 0.19.1, 0.92 from 0.20.0 (each release's own parser; engines/vllm/flags.py)
+        default_gmu=0.92 if v >= (0, 20, 0) else 0.9,
+        # MRv1 subtracts its CUDA-graph estimate from 0.21; MRv2's profile_cudagraph_memory()
+        # returns 0 until 0.28 (gpu/model_runner.py) and estimates from 0.29
+        cudagraph_in_budget=v >= (0, 29, 0) if v2 else v >= (0, 21, 0),
+        runner_v2=v2,
+    )
+
+
+def _sampler_bytes(v: Version, runner_v2: bool) -> float:
+    """Profiled sampler bytes per (request x vocab) element."""
+    if runner_v2:
+        # MRv2's dummy sampler run has no sampling parameters: bf16 logits + an fp32 copy
+        # (sample/sampler.py, 0.22-0.25), the logits only from 0.26 (processing is skipped)
+        return 6.0 if v < (0, 26, 0) else 2.0
+    # MRv1: sort-based native top-k/top-p until 0.16; 0.17 dropped the profiled peak
+    # (Qwen3-14B 5.64 -> 2.23 GiB at 1024 x 151936 logits); calibrated, docs/sizing.md
+    return 14.9 if v >= (0, 17, 0) else 38.4
+
+
+def compute_major(cc: str | None) -> int:
+    """Major compute capability; unknown GPUs count as Hopper (the cautious default)."""
+    head = (cc or "9").split(".")[0].rstrip("?")
+    return int(head) if head.isdigit() else 9
+
+
+def mla_block_size(version: str, cc_major: int) -> int:
+    """Tokens per KV block of MLA models: FlashMLA (64) on Hopper from 0.8 (CUTLASS MLA, 128, on
+    Blackwell from 0.10.2) until 0.17; from 0.18 the backend's preferred size (FLASH_ATTN_MLA 16
+    on Hopper, FlashInfer MLA 32 on Blackwell); Triton MLA (16) elsewhere
+    (vllm/platforms/cuda.py, check_and_update_config / update_block_size_for_backend)."""
+    v = parse_version(version)
+    if v < (0, 8, 0) or cc_major < 9:
+        return 16
+    if v >= (0, 18, 0):
+        return 32 if cc_major >= 10 else 16
+    if cc_major >= 10 and v >= (0, 10, 2):
+        return 128
+    return 64
+
+
+def group_ratio(version: str) -> float | None:
+    """KV grouping of hybrid models (kv_cache_utils._get_kv_cache_groups_uniform_page_size):
+    every layer full attention before the hybrid allocator (0.9.1); groups of the smallest
+    kind's size until 0.11; the largest kind's size when it is within 1.25x (0.12-0.17) or
+    1.5x (from 0.18) of the smallest."""
+    v = parse_version(version)
+    if v < (0, 9, 1):
+        return None
+    if v < (0, 12, 0):
+        return 1.0
+    return 1.25 if v < (0, 18, 0) else 1.5
+
+
+def mxfp4_align(version: str, cc_major: int) -> tuple[tuple[int, int], str]:
+    """(intermediate, hidden) multiples the MXFP4 MoE kernel pads expert weights to, and the
+    backend: FlashInfer TRT-LLM on Blackwell (256/256), Marlin below Hopper and on Hopper before
+    0.10.2 (128/256), Triton on Hopper from 0.10.2 (quantization/mxfp4.py get_mxfp4_backend;
+    fused_moe/oracle/mxfp4.py). vLLM pads Triton's intermediate to 64 only, but triton_kernels'
+    Hopper layout adds its own padding (logged 7.01 GiB for gpt-oss-20b TP 2, 64.38 for
+    gpt-oss-120b, between the unpadded 6.53 / 60.78 and Marlin's 7.08 / 65.91): Marlin's
+    padding is used as the upper bound."""
+    v = parse_version(version)
+    if cc_major >= 10:
+        return (256, 256), "FlashInfer TRT-LLM"
+    if cc_major == 9 and v >= (0, 10, 2):
+        return (128, 256), "Triton (Marlin padding as upper bound)"
+    return (128, 256), "Marlin"
+
+
+def mamba_mode(arch: Architecture, prefix_caching: bool) -> str:
+    """vLLM's mamba cache mode (MambaModelConfig.verify_and_update_config, 0.17+): none without
+    prefix caching; with it, all for models that support mamba prefix caching, else align."""
+    if not prefix_caching or arch.ssm is None:
+        return "none"
+    return "all" if arch.ssm.prefix_caching else "align"
+
+
+def quantization_problem(version: str, q: CheckpointQuant | None) -> str:
+    """Why vLLM ``version`` cannot load this checkpoint format (its quantization registry)."""
+    from llmdeploy.engines.vllm.flags import accepted_values
+
+    if q is None or not q.quant_method:
+        return ""
+    methods = accepted_values("quantization", version) or ()
+    if q.quant_method in methods:
+        return ""
+    return (
+        f"vLLM {version} has no {q.quant_method!r} quantization method for this checkpoint "
+        f"({q.label})"
+    )
