@@ -334,8 +334,8 @@ _FLAGS: dict[str, tuple[FlagSpec, ...]] = {
         _value(
             "--data-parallel-size",
             "int",
-            "vllm/engine/arg_utils.py@v0.8.3; vllm/config/parallel.py@v0.19.0 "
-            "(ParallelConfig.data_parallel_size)",
+            "vllm/config.py@v0.8.3 (ParallelConfig.data_parallel_size); "
+            "vllm/config/parallel.py@v0.19.0",
             since="0.8.3",
             note="first in 0.8.3; alias -dp from 0.8.4; all ranks local to the pod "
             "(--data-parallel-size-local defaults to it on a single node)",
@@ -386,8 +386,8 @@ _FLAGS: dict[str, tuple[FlagSpec, ...]] = {
             None,
             "vllm/engine/arg_utils.py@v0.8.5 (dict field: json.loads); "
             "vllm/config/multimodal.py@v0.19.0 (MultiModalConfig.limit_per_prompt)",
-            note="JSON from 0.8.5 (image=2 is refused); 0 for every modality = language model "
-            "only from 0.10.1",
+            note="JSON from 0.8.5 (0.8.5-0.9.2 also take image=2, 0.10.0 on refuse it); 0 for "
+            "every modality = language model only from 0.10.1",
             value_type="json_map",
         ),
     ),
@@ -397,9 +397,9 @@ _FLAGS: dict[str, tuple[FlagSpec, ...]] = {
             "bool_optional",
             "0.10.1",
             None,
-            "vllm/config/multimodal.py@v0.10.1; vllm/config/multimodal.py@v0.19.0 "
-            "(MultiModalConfig.skip_mm_profiling)",
-            note="first in 0.10.1",
+            "vllm/config/__init__.py@v0.10.1 (MultiModalConfig.skip_mm_profiling); "
+            "vllm/config/multimodal.py@v0.19.0",
+            note="first in 0.10.1; the negative stays --no-skip-mm-profiling in 0.33.0",
             negative="--no-skip-mm-profiling",
         ),
     ),
@@ -407,8 +407,8 @@ _FLAGS: dict[str, tuple[FlagSpec, ...]] = {
         _value(
             "--mm-encoder-tp-mode",
             "str",
-            "vllm/config/multimodal.py@v0.10.2; vllm/config/multimodal.py@v0.19.0 "
-            "(MultiModalConfig.mm_encoder_tp_mode)",
+            "vllm/config/__init__.py@v0.10.2 (MultiModalConfig.mm_encoder_tp_mode); "
+            "vllm/config/multimodal.py@v0.19.0",
             since="0.10.2",
             note="choices weights|data; first in 0.10.2",
         ),
