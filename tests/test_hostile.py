@@ -575,10 +575,12 @@ CASES: dict[str, tuple[Callable[[str], dict[str, Any]], Callable[[str], Place]]]
         lambda s: with_(
             "model.loading",
             {"mode": "s3", "s3Uri": "s3://model-bucket/" + s, "hfTokenSecret": None},
+            with_("serviceAccount.iamRoleArn", "arn:aws:iam::111122223333:role/model-reader"),
         ),
         lambda s: (
             lambda d: [
-                a[len("s3://model-bucket/") :]
+                # s5cmd takes the prefix's objects as "<s3Uri>/*" ("<s3Uri>*" after a '/')
+                a[len("s3://model-bucket/") : -1 if s.endswith("/") else -2]
                 for a in container(d, init=True)["args"]
                 if str(a).startswith("s3://model-bucket/")
             ]

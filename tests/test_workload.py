@@ -10,6 +10,7 @@ source and checked against the rendered manifests (docs/production.md §3, §8).
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import pytest
@@ -355,3 +356,96 @@ def test_without_autoscaling_the_deployment_keeps_its_count() -> None:
     )
     assert one(result, "Deployment")["spec"]["replicas"] == 2
     assert not [d for d in docs_of(result) if d["kind"] == "ScaledObject"]
+
+
+# --- the S3 download: credentials, a deadline, a tool built for throughput --------------------
+
+S3_MODEL = {
+    "id": "meta-llama/Llama-3.1-70B-Instruct",
+    "architecture": "llama-3.1-70b",
+    "loading": {"mode": "s3", "s3Uri": "s3://models/llama-3.1-70b"},
+}
+# s5cmd v2.3.0's command line (peak/s5cmd command/app.go global flags, command/sync.go +
+# command/cp.go NewSharedFlags): what the rendered arguments may use.
+S5CMD_GLOBAL = {"--log": 1, "--numworkers": 1, "--retry-count": 1, "--endpoint-url": 1}
+S5CMD_SYNC = {"--concurrency": 1, "--part-size": 1, "--exclude": 1, "--include": 1, "--delete": 0}
+
+
+def parse_s5cmd(args: list[str]) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
+    """(global flags, sync flags, positionals) as s5cmd 2.3.0 reads them; unknown flags fail."""
+    out: list[dict[str, list[str]]] = [{}, {}]
+    table, i, part, positionals = S5CMD_GLOBAL, 0, 0, []
+    while i < len(args):
+        word = args[i]
+        if word == "sync" and part == 0:
+            table, part, i = S5CMD_SYNC, 1, i + 1
+            continue
+        if word.startswith("--"):
+            assert word in table, f"s5cmd has no {word} {'for sync' if part else 'global'} flag"
+            out[part].setdefault(word, []).extend(args[i + 1 : i + 1 + table[word]])
+            i += 1 + table[word]
+            continue
+        positionals.append(word)
+        i += 1
+    assert part == 1, "no sync command"
+    return out[0], out[1], positionals
+
+
+def fetch(**over: Any) -> tuple[pipeline.Rendered, dict[str, Any]]:
+    result = render(
+        model=S3_MODEL,
+        hardware={"instanceType": "p4de.24xlarge", "tensorParallel": 4},
+        **over,
+    )
+    pod = one(result, "Deployment")["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    return result, init
+
+
+def test_s3_without_an_aws_identity_is_refused_at_the_service_account() -> None:
+    """EC2NodeClass metadataOptions default httpPutResponseHopLimit 1 with IMDSv2 (Karpenter
+    docs, nodeclasses.md): a container cannot reach the instance profile's credentials."""
+    with pytest.raises(SpecError) as info:
+        render(model=S3_MODEL, hardware={"instanceType": "p4de.24xlarge", "tensorParallel": 4})
+    (diag,) = info.value.diagnostics
+    assert "no AWS identity" in diag.message and diag.hint and "podIdentity" in diag.hint
+    with pytest.raises(SpecError):  # both is ambiguous
+        render(
+            model=S3_MODEL,
+            hardware={"instanceType": "p4de.24xlarge", "tensorParallel": 4},
+            serviceAccount={"iamRoleArn": "arn:aws:iam::111122223333:role/r", "podIdentity": True},
+        )
+
+
+def test_irsa_downloads_with_s5cmd_under_a_deadline() -> None:
+    result, init = fetch(serviceAccount={"iamRoleArn": "arn:aws:iam::111122223333:role/r"})
+    assert init["image"] == "peakcom/s5cmd:v2.3.0"
+    timeout, seconds, tool = init["command"]
+    assert (timeout, tool) == ("timeout", "/s5cmd")
+    global_flags, sync_flags, (source, dest) = parse_s5cmd(init["args"])
+    assert source == "s3://models/llama-3.1-70b/*" and dest == "/models/model/"
+    assert sync_flags["--exclude"] == ["original/*"]
+    assert int(sync_flags["--concurrency"][0]) > 5  # s5cmd's default, for a few large shards
+    # the deadline leaves the download time at startup.downloadGbps (2 Gbit/s), x1.5
+    gbits = PUBLISHED_BYTES["llama-3.1-70b"] * 8 / 1e9
+    assert int(seconds) >= gbits / 2.0 * 1.5
+    # the init container has the server's CPU (free: the pod requests the larger of the two)
+    pod = one(result, "Deployment")["spec"]["template"]["spec"]
+    assert init["resources"]["limits"]["cpu"] == pod["containers"][0]["resources"]["limits"]["cpu"]
+    assert global_flags["--numworkers"]
+
+
+def test_pod_identity_downloads_with_the_aws_cli() -> None:
+    """s5cmd 2.3.0's aws-sdk-go (v1.44.298, its go.mod) predates EKS Pod Identity (Go SDK v1
+    1.47.11; AWS CLI v2 2.15.0, EKS user guide pod-id-minimum-sdk)."""
+    _, init = fetch(serviceAccount={"podIdentity": True})
+    assert init["image"] == "amazon/aws-cli:2.22.0"
+    assert init["command"] == ["/bin/sh", "-c"]
+    (script,) = init["args"]
+    words = shlex.split(script.split(" && ")[-1])
+    assert words[:3] == ["exec", "timeout", words[2]] and words[3:6] == ["aws", "s3", "sync"]
+    assert words[words.index("--exclude") : words.index("--exclude") + 2] == [
+        "--exclude",
+        "original/*",
+    ]
+    assert "max_concurrent_requests 64" in script

@@ -171,11 +171,29 @@ class EngineParts:
     extra_files: tuple[ExtraFile, ...] = ()
     # PromQL for the fullest replica's KV-cache use (a fraction), for the KV-cache-full alert
     kv_usage_query: str | None = None
+    reads_s3: bool = False  # the pods read S3 (IRSA or Pod Identity credentials needed)
     monitor_path: str = "/metrics"  # the HTTP path Prometheus scrapes on monitor_port
     job: JobPlan | None = None  # a Job next to the workload (TensorRT-LLM's engine build)
 
 
+def require_aws_identity(spec: Spec, parts: EngineParts) -> None:
+    """Pods that read S3 need credentials of their own. The EC2NodeClass keeps the default
+    httpPutResponseHopLimit 1 (IMDSv2), which the instance profile's credentials cannot cross
+    into a container (EKS user guide, nodes/launch-templates.adoc); IRSA or EKS Pod Identity
+    deliver them to the pod instead."""
+    sa = spec.service_account
+    if parts.reads_s3 and not (sa.iam_role_arn or sa.pod_identity):
+        raise SpecFieldError(
+            "serviceAccount.iamRoleArn",
+            "the pods read S3 but have no AWS identity: with IMDSv2 and a hop limit of 1 the "
+            "node's instance-profile credentials do not reach containers",
+            hint="set serviceAccount.iamRoleArn (IRSA) or serviceAccount.podIdentity: true "
+            "(an EKS Pod Identity association for this ServiceAccount)",
+        )
+
+
 def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command: str) -> Plan:
+    require_aws_identity(spec, parts)
     infra_labels = labels_for(spec, "gpu-capacity", parts.version)
     name = pool_name(spec)
     prom = prometheus_plan(spec)

@@ -5,14 +5,22 @@ volume and the S3 init container (docs/production.md §3)."""
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import dataclass
 
+from llmdeploy.plan.pod import fetch_deadline_seconds
 from llmdeploy.plan.types import KV, Container, EnvVar, Mount, Resources, Volume
 from llmdeploy.spec.sections import SecretKeyRef, Spec
 
 MODEL_DIR = "/models"
-# Pinned, never `latest`: the AWS CLI image of the S3 init containers.
+# Pinned, never `latest`: the images of the S3 init containers. s5cmd's is alpine (busybox
+# `timeout`; its Dockerfile at v2.3.0), the AWS CLI's Amazon Linux (coreutils).
 AWS_CLI_IMAGE = "amazon/aws-cli:2.22.0"
+S5CMD_IMAGE = "peakcom/s5cmd:v2.3.0"
+S5CMD_WORKERS = 32  # files in parallel (s5cmd's global pool; default 256)
+S5CMD_PARTS = 16  # parts in parallel per file (default 5): a checkpoint is a few large shards
+AWS_CLI_CONCURRENCY = 64
+AWS_CLI_CHUNK = "64MB"
 # The Hugging Face token is mounted as a file, never put in the environment: huggingface_hub
 # reads the file named by HF_TOKEN_PATH when HF_TOKEN is unset (huggingface_hub constants.py).
 HF_TOKEN_DIR = "/var/run/secrets/huggingface"
@@ -25,6 +33,62 @@ HF_TOKEN_DIR = "/var/run/secrets/huggingface"
 CACHE_HEADROOM = 1.10
 CACHE_EXTRA_GIB = 10
 EXCLUDED_FROM_SYNC = ("original/*",)
+
+
+def fetch_container(
+    spec: Spec, s3_uri: str, cache: int, run_as_user: int, size: tuple[str, str]
+) -> Container:
+    """The init container that syncs the checkpoint from S3, under a deadline (`timeout`: init
+    containers have none of their own, and the pod-wide activeDeadlineSeconds would also end
+    the server), sized for the cache (an upper bound of the download) at
+    ``startup.downloadGbps``.
+
+    IRSA: s5cmd, built for throughput (a global --numworkers pool of files and --concurrency
+    parts per file; "if you have a few, large files to download ... setting --concurrency to a
+    higher value may have a better impact", peak/s5cmd@v2.3.0 README). EKS Pod Identity: the
+    AWS CLI, because s5cmd 2.3.0 is built on aws-sdk-go v1.44.298 and Pod Identity needs Go SDK
+    v1 1.47.11 (AWS CLI v2 2.15.0; EKS user guide, pod-id-minimum-sdk), with more concurrent
+    requests and larger parts than its defaults of 10 and 8 MB
+    (docs.aws.amazon.com/cli/latest/topic/s3-config.html)."""
+    deadline = str(fetch_deadline_seconds(spec, cache))
+    dest = f"{MODEL_DIR}/model"
+    excludes = [word for pattern in EXCLUDED_FROM_SYNC for word in ("--exclude", pattern)]
+    if spec.service_account.pod_identity:
+        script = " && ".join(
+            [
+                f"aws configure set default.s3.max_concurrent_requests {AWS_CLI_CONCURRENCY}",
+                f"aws configure set default.s3.multipart_chunksize {AWS_CLI_CHUNK}",
+                shlex.join(
+                    [
+                        *("exec", "timeout", deadline, "aws", "s3", "sync"),
+                        *("--only-show-errors", "--no-progress", *excludes, s3_uri, dest),
+                    ]
+                ),
+            ]
+        )
+        image = AWS_CLI_IMAGE
+        command: tuple[str, ...] = ("/bin/sh", "-c")
+        args: tuple[str, ...] = (script,)
+    else:
+        image, command = S5CMD_IMAGE, ("timeout", deadline, "/s5cmd")
+        args = (
+            *("--log", "error", "--numworkers", str(S5CMD_WORKERS), "sync"),
+            *("--concurrency", str(S5CMD_PARTS), *excludes),
+            s3_uri + ("*" if s3_uri.endswith("/") else "/*"),  # the prefix's objects
+            f"{dest}/",
+        )
+    return Container(
+        name="fetch-model",
+        image=image,
+        command=command,
+        args=args,
+        env=(EnvVar("HOME", "/tmp"),),
+        ports=(),
+        mounts=(Mount("models", MODEL_DIR), Mount("tmp", "/tmp")),
+        # TLS at several Gbit/s needs cores; a few GiB cover the tools' part buffers.
+        resources=Resources(cpu=size[0], memory=size[1], ephemeral_storage=None, gpus=0),
+        run_as_user=run_as_user,
+    )
 
 
 def cache_gib(download_gib: float) -> int:
@@ -49,10 +113,13 @@ def hf_token_file(secret: SecretKeyRef) -> tuple[EnvVar, Mount, Volume]:
     )
 
 
-def model_loading(spec: Spec, cache: int, run_as_user: int) -> Loading:
+def model_loading(
+    spec: Spec, cache: int, run_as_user: int, fetch_size: tuple[str, str] = ("2", "4Gi")
+) -> Loading:
     """huggingface: the server downloads (token as a file); s3: an init container syncs
-    ``s3Uri`` into /models/model; pvc: the volume's root holds the model files, read-only and
-    offline. ``cache`` GiB is the cache ``emptyDir`` (not for pvc)."""
+    ``s3Uri`` into /models/model (``fetch_size``: its CPU and memory); pvc: the volume's root
+    holds the model files, read-only and offline. ``cache`` GiB is the cache ``emptyDir`` (not
+    for pvc)."""
     loading = spec.model.loading
     env: list[EnvVar] = []
     mounts: list[Mount] = []
@@ -75,27 +142,7 @@ def model_loading(spec: Spec, cache: int, run_as_user: int) -> Loading:
     init: tuple[Container, ...] = ()
     if loading.mode == "s3":
         assert loading.s3_uri is not None
-        init = (
-            Container(
-                name="fetch-model",
-                image=AWS_CLI_IMAGE,
-                command=("aws",),
-                args=(
-                    "s3",
-                    "sync",
-                    "--only-show-errors",
-                    "--no-progress",
-                    *(word for pattern in EXCLUDED_FROM_SYNC for word in ("--exclude", pattern)),
-                    loading.s3_uri,
-                    f"{MODEL_DIR}/model",
-                ),
-                env=(EnvVar("HOME", "/tmp"),),
-                ports=(),
-                mounts=(Mount("models", MODEL_DIR), Mount("tmp", "/tmp")),
-                resources=Resources(cpu="2", memory="4Gi", ephemeral_storage=None, gpus=0),
-                run_as_user=run_as_user,
-            ),
-        )
+        init = (fetch_container(spec, loading.s3_uri, cache, run_as_user, fetch_size),)
     return Loading(
         env=tuple(env),
         mounts=tuple(mounts),

@@ -92,6 +92,21 @@ def startup_budget_seconds(
     return int(math.ceil(seconds * st.safety_factor / 60.0) * 60)
 
 
+# Fixed part of an S3 download's deadline: listing, credentials, the tool's start.
+FETCH_SLACK_SECONDS = 600
+
+
+def fetch_deadline_seconds(spec: Spec, model_gib: float) -> int:
+    """Seconds an init container may spend downloading ``model_gib`` before it is killed and
+    retried. Init containers have no deadline of their own (activeDeadlineSeconds is pod-wide
+    and would also end the serving container), so the command runs under `timeout`."""
+    st = spec.startup
+    gbits = model_gib * 2**30 * 8 / 1e9
+    return int(math.ceil(gbits / st.download_gbps * st.safety_factor / 60.0) * 60) + (
+        FETCH_SLACK_SECONDS
+    )
+
+
 def startup_probe(path: str, port: str, budget_seconds: int) -> Probe:
     period = 10
     return Probe(

@@ -380,6 +380,21 @@ class ServiceAccount(SpecModel):
         ),
         pattern=r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]+$",
     )
+    pod_identity: bool = Field(
+        False,
+        description=(
+            "An EKS Pod Identity association gives this ServiceAccount its IAM role (created "
+            "outside llmdeploy, e.g. `aws eks create-pod-identity-association`); exclusive with "
+            "`iamRoleArn`. Reading S3 needs one of the two: the nodes' IMDS hop limit of 1 keeps "
+            "the instance profile's credentials from pods."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_identity(self) -> ServiceAccount:
+        if self.iam_role_arn and self.pod_identity:
+            raise ValueError("set `iamRoleArn` (IRSA) or `podIdentity`, not both")
+        return self
 
 
 class Network(SpecModel):

@@ -57,7 +57,11 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     loading = spec.model.loading
     meta = meta_for(spec, "inference-server", engine.version)
     checkpoint_gib = sizing.checkpoint_gib
-    weights = model_loading(spec, cache_gib(checkpoint_gib), RUN_AS_USER)
+    # The S3 sync gets the server's CPU and up to 8 GiB: init containers run before it, so the
+    # pod's request is the larger of the two and those cores cost nothing extra.
+    share = pod_resources(spec, instance, None)
+    fetch = (share.cpu, f"{min(8, int(share.memory.removesuffix('Gi')))}Gi")
+    weights = model_loading(spec, cache_gib(checkpoint_gib), RUN_AS_USER, fetch)
 
     args = server_args(spec, quantization_flag(spec, sizing))
 
@@ -134,6 +138,7 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         metrics_ports=(HTTP_PORT,),
         scaler_query=query,
         pod_ephemeral_gib=ephemeral_gib,
+        reads_s3=spec.model.loading.mode == "s3",
         kv_usage_query=f"max({flags.metric_name(engine.version, 'kv_usage')}{selector})",
     )
 
