@@ -123,7 +123,7 @@ STAGES = (
     ("llmdeploy.render",),
     ("llmdeploy.check",),
     ("llmdeploy.write",),
-    ("llmdeploy.pipeline",),
+    ("llmdeploy.pipeline", "llmdeploy.presets"),
     ("llmdeploy.cli", "llmdeploy.__main__"),
 )
 

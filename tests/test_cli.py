@@ -525,8 +525,8 @@ def test_yaml_syntax_error_is_located(workdir: Path) -> None:
 
 
 def test_unknown_preset_exit_2_with_suggestion() -> None:
-    result = fails(2, "render", "--preset", "llama3-8b-vllm-g6", "-o", "-")
-    assert "unknown preset 'llama3-8b-vllm-g6' (did you mean 'llama3-8b-vllm-g5'?)" in result.stderr
+    result = fails(2, "render", "--preset", "llama3-8b-vlm-g5", "-o", "-")
+    assert "unknown preset 'llama3-8b-vlm-g5' (did you mean 'llama3-8b-vllm-g5'?)" in result.stderr
     assert PRESET_70B in result.stderr  # the list of available presets
 
 
@@ -749,15 +749,24 @@ def test_init_to_stdout() -> None:
 
 
 def test_presets_list_and_show() -> None:
+    from llmdeploy import presets
+    from llmdeploy.cli import preset_report
+
     names = pipeline.preset_names()
-    assert len(names) >= 2
+    assert len(names) >= 15
+    catalog = presets.catalog()
     for args in (["presets"], ["presets", "list"]):
         listing = ok(*args).stdout
-        assert [line.split()[0] for line in listing.splitlines()] == names
-    for name in names:
-        path = pipeline.preset_path(name)
-        assert path is not None
-        assert ok("presets", "show", name).stdout == path.read_text(encoding="utf-8")
+        assert listing == preset_report.listing(catalog)
+        table = listing.split("\n\n")[0].splitlines()
+        assert [line.split()[0] for line in table[1:]] == names
+    for p in catalog:
+        shown = ok("presets", "show", p.name)
+        assert shown.stdout.startswith(preset_report.show(p) + "\n")
+        assert "FITS" in shown.stdout  # the sizing breakdown follows
+        assert f"llmdeploy init --preset {p.name}" in shown.stderr
+        spec = ok("presets", "show", p.name, "--spec").stdout
+        assert spec == p.path.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("name", ["../pyproject", "/etc/passwd", "..", ""])

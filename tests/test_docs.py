@@ -347,7 +347,7 @@ def test_generated_docs_are_up_to_date() -> None:
 def test_gen_docs_check_fails_on_drift_and_write_fixes_it(tmp_path: Path) -> None:
     module = gen_docs()
     (tmp_path / "docs").mkdir()
-    for rel in (module.SCHEMA_FILE, module.REFERENCE_FILE):
+    for rel in (module.SCHEMA_FILE, module.REFERENCE_FILE, module.README_FILE):
         shutil.copy(REPO / rel, tmp_path / rel)
     assert module.main(["--check", "--root", str(tmp_path)]) == 0
     reference = tmp_path / module.REFERENCE_FILE
@@ -358,6 +358,12 @@ def test_gen_docs_check_fails_on_drift_and_write_fixes_it(tmp_path: Path) -> Non
     assert (tmp_path / module.REFERENCE_FILE).read_text() == (
         REPO / module.REFERENCE_FILE
     ).read_text()
+    # the README's preset table: a stale row is drift, and writing restores the catalog's
+    readme = tmp_path / module.README_FILE
+    readme.write_text(readme.read_text(encoding="utf-8").replace("| mxfp4 |", "| none |"))
+    assert module.main(["--check", "--root", str(tmp_path)]) == 1
+    assert module.main(["--root", str(tmp_path)]) == 0
+    assert readme.read_text(encoding="utf-8") == (REPO / module.README_FILE).read_text()
 
 
 def _models_in(annotation: object) -> list[type[BaseModel]]:

@@ -24,13 +24,13 @@ PRESETS = pipeline.preset_names()
 CASES = sorted(p.parent.name for p in GOLDEN.glob("*/spec.yaml"))
 
 
-def render_case(label: str, path: Path, command: str, crds: object) -> dict[str, str]:
+def render_case(label: str, path: Path, command: str, crds: object) -> pipeline.Rendered:
     loaded = load.load_spec_file(path)
     loaded = load.LoadedSpec(spec=loaded.spec, path=path, label=label)
     result = pipeline.render_loaded(loaded, header_command=command, crds=crds)
     assert result.report.ok
     assert not unvalidated_kinds(result.report, crds), "documents not validated"
-    return dict(result.files)
+    return result
 
 
 def compare(expected_dir: Path, files: dict[str, str], update: bool) -> None:
@@ -69,17 +69,20 @@ def compare(expected_dir: Path, files: dict[str, str], update: bool) -> None:
 def test_preset_matches_golden(preset: str, crds: object, update_golden: bool) -> None:
     path = pipeline.preset_path(preset)
     assert path is not None
-    files = render_case(
+    result = render_case(
         f"preset {preset}", path, f"llmdeploy render --preset {preset} -o deploy", crds
     )
-    compare(GOLDEN / "presets" / preset, files, update_golden)
+    # a preset is a configuration to start from: nothing in it deserves a warning
+    warned = [d.message for d in result.warnings if d.severity == "warning"]
+    assert not warned, warned
+    compare(GOLDEN / "presets" / preset, dict(result.files), update_golden)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_case_matches_golden(case: str, crds: object, update_golden: bool) -> None:
     spec = GOLDEN / case / "spec.yaml"
-    files = render_case("spec.yaml", spec, "llmdeploy render spec.yaml -o deploy", crds)
-    compare(GOLDEN / case / "expected", files, update_golden)
+    result = render_case("spec.yaml", spec, "llmdeploy render spec.yaml -o deploy", crds)
+    compare(GOLDEN / case / "expected", dict(result.files), update_golden)
 
 
 SIZED = sorted(p.parent.name for p in GOLDEN.glob("*/size.json"))

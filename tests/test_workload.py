@@ -123,6 +123,7 @@ CHECKPOINTS = [
     ("Qwen/Qwen2.5-7B-Instruct", "qwen2.5-7b"),
 ]
 HARDWARE = {"instanceType": "p5.48xlarge", "tensorParallel": 4}
+TP8 = {"llama-3.1-405b"}  # needs all eight H100s even in FP8
 
 
 @pytest.mark.parametrize("quantization", ["none", *sorted(WEIGHTS)])
@@ -138,6 +139,8 @@ def test_rendered_quantization_flag_is_one_vllm_starts_with(
         "hardware": HARDWARE,
         "serving": {"maxModelLen": 4096},
     }
+    if models.load_architecture(architecture).name in TP8:
+        over["hardware"] = {**HARDWARE, "tensorParallel": 8}
     stored = models.load_architecture(architecture).quantization
     from_id = models.quantized_checkpoint(model_id)
     if stored is None and from_id is not None:

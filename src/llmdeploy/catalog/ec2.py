@@ -82,6 +82,7 @@ class Instance:
     price_usd_hr: float | None
     allocatable: Allocatable | None
     source: str
+    price_as_of: str | None = None  # date of the price list the price comes from (YYYY-MM-DD)
 
     @property
     def size(self) -> str:
@@ -141,6 +142,8 @@ def _rows(name: str) -> list[dict[str, str]]:
 
 
 _ALLOC = re.compile(r"cpu (\d+)m, memory (\d+)Mi, pods (\d+)")
+# The price column's source names the date of its price list: '... header "Last updated: DATE"'.
+_PRICE_DATE = re.compile(r"Last updated: (\d{4}-\d{2}-\d{2})")
 
 
 @functools.cache
@@ -174,6 +177,8 @@ def instances() -> dict[str, Instance]:
         alloc_match = _ALLOC.search(row["karpenter_allocatable"])
         alloc = Allocatable(*(int(g) for g in alloc_match.groups())) if alloc_match else None
         interconnect = row["gpu_interconnect"]
+        price = _num(row["price_usd_hr_us_east_1_linux_ondemand"])
+        dated = _PRICE_DATE.search(row["price_source"])
         out[row["instance_type"]] = Instance(
             name=row["instance_type"],
             family=row["family"],
@@ -187,9 +192,10 @@ def instances() -> dict[str, Instance]:
             memory_gib=float(row["memory_gib"]),
             local_nvme_gb=_int(row["local_nvme_gb"]) or 0,
             efa_interfaces=_int(row["efa_interfaces_karpenter"]),
-            price_usd_hr=_num(row["price_usd_hr_us_east_1_linux_ondemand"]),
+            price_usd_hr=price,
             allocatable=alloc,
             source=row["source"],
+            price_as_of=dated[1] if dated and price is not None else None,
         )
     return out
 

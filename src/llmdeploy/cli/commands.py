@@ -537,35 +537,35 @@ def presets_list() -> None:
 
 
 def _presets_list() -> None:
-    from llmdeploy import pipeline
-    from llmdeploy.spec import load
+    from llmdeploy import presets
+    from llmdeploy.cli import preset_report
 
-    for name in pipeline.preset_names():
-        path = pipeline.preset_path(name)
-        assert path is not None
-        s = load.load_spec_file(path).spec
-        where = s.hardware.instance_type or f"{s.hardware.instance_family} (auto size)"
-        sys.stdout.write(
-            f"{name:40} {s.engine.type:7} {s.model.id}  TP{s.hardware.tensor_parallel} "
-            f"{s.quantization}  {where}\n"
-        )
+    sys.stdout.write(preset_report.listing(presets.catalog()))
 
 
 @presets_app.command("show")
-def presets_show(name: str) -> None:
-    """Print a preset's spec."""
-    _run(_presets_show, name)
+def presets_show(
+    name: str,
+    spec: Annotated[bool, typer.Option("--spec", help="Print the preset's spec file.")] = False,
+) -> None:
+    """Print a preset's rationale and sizing (or, with --spec, its spec)."""
+    _run(_presets_show, name, spec)
 
 
-def _presets_show(name: str) -> None:
-    from llmdeploy import pipeline
+def _presets_show(name: str, spec: bool) -> None:
+    from llmdeploy import presets
 
-    path = pipeline.preset_path(name)
-    if path is None:
-        raise UsageError(
-            f"unknown preset {name!r}; available: {', '.join(pipeline.preset_names())}"
-        )
-    sys.stdout.write(path.read_text(encoding="utf-8"))
+    found = presets.summary(name)
+    if spec:
+        sys.stdout.write(found.path.read_text(encoding="utf-8"))
+        return
+    from rich.console import Console
+
+    from llmdeploy.cli import preset_report, size_report
+
+    sys.stdout.write(preset_report.show(found) + "\n")
+    Console(soft_wrap=False).print(size_report.table(found.sizing))
+    _err(f"spec: llmdeploy presets show {name} --spec, or llmdeploy init --preset {name}")
 
 
 @app.command()

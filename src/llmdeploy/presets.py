@@ -1,0 +1,179 @@
+"""The built-in presets as a catalog: what each one serves, on what, why, and whether it fits
+with margin.
+
+A preset is a spec under ``presets/`` whose file starts with its rationale: one comment line,
+then an empty comment line, then the details (checkpoint and revision, why this instance and
+tensor-parallel degree, what the SLO assumes). :func:`catalog` sizes every preset through the
+one validation path of ``size`` and ``render`` (:func:`llmdeploy.pipeline.size_loaded`); the
+CLI's ``presets`` table, ``presets show`` and the README's preset table are all made from it.
+Sizing every preset takes a fraction of a second, so nothing is cached beyond the process.
+
+"Fits with margin" (:func:`margin_problems`) is a rule every preset must pass (tested):
+
+* it fits (the sizing has no reason to refuse it);
+* one replica's KV cache holds at least :data:`FULL_LENGTH_REQUESTS` requests of
+  ``serving.maxModelLen`` tokens at once, so one long request never stalls a replica;
+* the SLO's peak (``slo.concurrentRequests`` requests of ``inputTokens + outputTokens``) needs
+  at most ``autoscaling.maxReplicas`` - :data:`SPARE_REPLICAS` replicas: the fleet can still
+  absorb the loss of a replica (or of a node's worth, on a preset whose nodes hold one) at peak;
+* memory outside the engine's budget: for an engine with a ceiling on its memory fraction
+  (vLLM's ``gpu_memory_utilization``, which must leave room for the CUDA context and graphs) the
+  fraction is at least :data:`UTILIZATION_HEADROOM` below it; for an engine that sizes its KV
+  cache as a fraction of the memory free after loading (TensorRT-LLM), that fraction is at most
+  :data:`MAX_FREE_FRACTION`.
+
+Predicted throughput needs a latency model, which llmdeploy does not have yet: the field is
+there (``predicted_tokens_per_s``), always None, and shown as "—".
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from llmdeploy import pipeline
+from llmdeploy.errors import UsageError
+from llmdeploy.spec import load
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from llmdeploy.catalog.ec2 import Instance
+    from llmdeploy.sizing.types import Sizing
+    from llmdeploy.spec.sections import Spec
+
+FULL_LENGTH_REQUESTS = 2
+SPARE_REPLICAS = 1
+UTILIZATION_HEADROOM = 0.01
+MAX_FREE_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class Rationale:
+    summary: str  # the first comment line
+    details: tuple[str, ...]  # the comment lines after the empty one, as written
+
+
+@dataclass(frozen=True)
+class PresetSummary:
+    """One row of the catalog: the spec's choices and the sizing's outcome."""
+
+    name: str
+    path: Path
+    rationale: Rationale
+    spec: Spec
+    sizing: Sizing
+    margin_problems: tuple[str, ...]
+    # Needs a latency model (not in llmdeploy yet): always None for now, shown as "—".
+    predicted_tokens_per_s: float | None = None
+
+    @property
+    def instance(self) -> Instance:
+        assert self.sizing.instance is not None  # a preset always sizes on an instance
+        return self.sizing.instance
+
+    @property
+    def gpus_per_replica(self) -> int:
+        # tensor parallel only: pipeline and data parallelism multiply it once the spec has them
+        return self.spec.hardware.tensor_parallel
+
+    @property
+    def replicas_per_node(self) -> int:
+        return self.instance.pods_per_node(self.gpus_per_replica)
+
+    @property
+    def engine(self) -> str:
+        return f"{self.sizing.engine} {self.sizing.engine_version}"
+
+    @property
+    def quantization(self) -> str:
+        """The spec's weight quantization, or the format a checkpoint stores by itself (gpt-oss's
+        MXFP4 experts are served with `quantization: none`)."""
+        stored = self.sizing.request.architecture.quantization
+        if self.spec.quantization == "none" and stored is not None:
+            return stored.method
+        return self.spec.quantization
+
+    @property
+    def price_per_replica(self) -> float | None:
+        price = self.instance.price_usd_hr
+        return None if price is None else price / self.replicas_per_node
+
+
+def rationale(text: str, label: str) -> Rationale:
+    """The leading comment of a preset: summary line, empty comment line, details."""
+    lines = text.splitlines()
+    head: list[str] = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        head.append(line[1:].removeprefix(" ").rstrip())
+    if len(head) < 2 or not head[0] or head[1]:  # a packaging bug: tests keep it from shipping
+        raise ValueError(
+            f"{label}: a preset starts with a one-line rationale comment, then an empty "
+            "comment line ('#'), then the details"
+        )
+    return Rationale(summary=head[0], details=tuple(head[2:]))
+
+
+def margin_problems(spec: Spec, sizing: Sizing) -> tuple[str, ...]:
+    """Why ``spec`` does not fit with margin (the rule in the module docstring); () if it does."""
+    out = [f"does not fit: {reason}" for reason in sizing.reasons]
+    if sizing.max_concurrency < FULL_LENGTH_REQUESTS:
+        out.append(
+            f"one replica's KV cache holds {sizing.max_concurrency} requests of "
+            f"{sizing.max_model_len} tokens, fewer than {FULL_LENGTH_REQUESTS}"
+        )
+    scaling = spec.autoscaling
+    most = scaling.max_replicas if scaling.enabled else scaling.min_replicas
+    needed = sizing.replicas_for_slo
+    if needed is None:
+        out.append("one replica's KV cache holds none of the SLO's requests")
+    elif needed + SPARE_REPLICAS > most:
+        out.append(
+            f"the SLO's peak needs {needed} replicas and at most {most} run: fewer than "
+            f"{SPARE_REPLICAS} to spare"
+        )
+    gmu, ceiling = sizing.gpu_memory_utilization, sizing.max_gpu_memory_utilization
+    if gmu is not None and ceiling is not None:
+        if gmu > round(ceiling - UTILIZATION_HEADROOM, 2):
+            out.append(
+                f"gpu_memory_utilization {gmu} is within {UTILIZATION_HEADROOM} of its ceiling "
+                f"{ceiling} (CUDA context and graphs live outside the budget)"
+            )
+    elif sizing.request.kv_cache_free_gpu_mem_fraction > MAX_FREE_FRACTION:
+        out.append(
+            f"the KV cache takes {sizing.request.kv_cache_free_gpu_mem_fraction} of the free "
+            f"memory, more than {MAX_FREE_FRACTION}"
+        )
+    return tuple(out)
+
+
+def summary(name: str) -> PresetSummary:
+    """The catalog row of one preset; UsageError for a name that is not a preset."""
+    return _summary(name)
+
+
+@functools.cache
+def _summary(name: str) -> PresetSummary:
+    path = pipeline.preset_path(name)
+    if path is None:
+        raise UsageError(
+            f"unknown preset {name!r}; available: {', '.join(pipeline.preset_names())}"
+        )
+    loaded = load.load_spec_file(path)
+    sized = pipeline.size_loaded(loaded, suggest=False)
+    return PresetSummary(
+        name=name,
+        path=path,
+        rationale=rationale(path.read_text(encoding="utf-8"), f"preset {name}"),
+        spec=loaded.spec,
+        sizing=sized.sizing,
+        margin_problems=margin_problems(loaded.spec, sized.sizing),
+    )
+
+
+def catalog() -> list[PresetSummary]:
+    """Every preset, by name."""
+    return [summary(name) for name in pipeline.preset_names()]
