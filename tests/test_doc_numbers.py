@@ -403,3 +403,56 @@ def test_trtllm_numbers_are_the_rendered_objects() -> None:
     interval = pytorch["servicemonitor.yaml"]["spec"]["endpoints"][0]["interval"]
     (range_,) = re.findall(r"\[(\d+)s\]", query)
     says("docs/trtllm.md", f"scrape intervals ({range_} s at {interval.removesuffix('s')} s)")
+
+
+# --- docs/multinode.md ---------------------------------------------------------------------
+
+
+def test_multinode_quotes_the_405b_sizing() -> None:
+    from llmdeploy.sizing.pipeline import AUTO_MAX_NODES, with_layout
+    from llmdeploy.sizing.suggest import size
+
+    one = requests.request_from_options(
+        "llama-3.1-405b", instance="p5.48xlarge", tp=8, max_model_len=16384
+    )
+    sized = size(one)
+    says("docs/multinode.md", f"Llama 3.1 405B in 16-bit holds {sized.checkpoint_gib:.0f} GiB")
+    prices = {s.change: s.price_usd_hr for s in sized.suggestions}
+    two = prices["nodesPerReplica: 2 (2 x p5.48xlarge, TP8 x PP2)"]
+    fp8, p5en = prices["quantization: fp8"], prices["instanceType: p5en.48xlarge"]
+    assert two is not None and fp8 is not None and p5en is not None
+    says(
+        "docs/multinode.md",
+        f"`nodesPerReplica: 2 (2 x p5.48xlarge, TP8 x PP2)` at ${two:.2f}/h, after "
+        f"`quantization: fp8` and `instanceType: p5en.48xlarge` at ${fp8:.2f} and ${p5en:.2f}",
+        f"the fewest nodes of the instance type, up to {AUTO_MAX_NODES}",
+        f"405B at TP8: 63 x 2 x 1 KV head x 128 x 2 B = "
+        f"{calculator.compute(with_layout(one, 2)).kv_bytes_per_token_per_gpu:,} B/token/GPU",
+    )
+
+
+def test_multinode_quotes_the_layer_split_and_the_group() -> None:
+    from llmdeploy.engines.vllm.distributed import MASTER_PORT, RAY_PORT
+    from llmdeploy.engines.vllm.pipeline import stage_layers
+    from llmdeploy.spec.sections import Hardware
+
+    split4 = ", ".join(map(str, stage_layers("0.19.0", 126, 4)))
+    split2 = ", ".join(map(str, stage_layers("0.19.0", 61, 2)))
+    nodes_max = Hardware.model_json_schema()["properties"]["nodesPerReplica"]["anyOf"][0]
+    efa = {name: ec2.instance(name).efa_interfaces for name in ("p4d.24xlarge", "p5.48xlarge")}
+    says(
+        "docs/multinode.md",
+        f"126 layers on 4 stages: {split4}; DeepSeek-V3's 61 on 2: {split2}",
+        f"`1` (default, a Deployment as always) to {nodes_max['maximum']}",
+        f"--master-port {MASTER_PORT}",
+        f"$LWS_LEADER_ADDRESS:{MASTER_PORT}",
+        f"`ray start --address=$LWS_LEADER_ADDRESS:{RAY_PORT} --block`",
+        f"p4d/p4de {efa['p4d.24xlarge']}, p5/p5e {efa['p5.48xlarge']}",
+    )
+    scaled = dict(pipeline.yaml_documents(rendered("llama31-405b-vllm-2xp5").files))
+    behavior = scaled["scaledobject.yaml"]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]
+    (up,) = behavior["behavior"]["scaleUp"]["policies"]
+    says(
+        "docs/multinode.md",
+        f"scale-up {up['value']} replica per {up['periodSeconds'] // 60} minutes",
+    )

@@ -58,14 +58,48 @@ class Out:
         return found[0]
 
     @property
+    def workload(self) -> dict[str, Any]:
+        """The Deployment, or the LeaderWorkerSet of a replica on several nodes."""
+        (found,) = [d for d in self.docs if d.get("kind") in ("Deployment", "LeaderWorkerSet")]
+        return found
+
+    @property
+    def templates(self) -> list[dict[str, Any]]:
+        """Every pod template; the serving pod's (the LWS leader's) first."""
+        spec = self.workload["spec"]
+        if self.workload["kind"] == "Deployment":
+            return [spec["template"]]
+        group = spec["leaderWorkerTemplate"]
+        return [group["leaderTemplate"], group["workerTemplate"]]
+
+    @property
+    def pods(self) -> list[dict[str, Any]]:
+        return [t["spec"] for t in self.templates]
+
+    @property
     def pod(self) -> dict[str, Any]:
-        spec: dict[str, Any] = self.one("Deployment")["spec"]["template"]["spec"]
-        return spec
+        """The pod that serves the API."""
+        return self.pods[0]
+
+    def live_labels(self, index: int) -> dict[str, str]:
+        """Labels of a running pod of template ``index`` (0: the serving pod): the template's,
+        and for a LeaderWorkerSet those its controller adds to every pod of group 0
+        (kubernetes-sigs/lws@v0.10.0 leaderworkerset_types.go: SetNameLabelKey,
+        GroupIndexLabelKey, WorkerIndexLabelKey, 0 for the leader)."""
+        labels = dict(self.templates[index]["metadata"]["labels"])
+        if self.workload["kind"] == "LeaderWorkerSet":
+            labels["leaderworkerset.sigs.k8s.io/name"] = self.workload["metadata"]["name"]
+            labels["leaderworkerset.sigs.k8s.io/group-index"] = "0"
+            labels["leaderworkerset.sigs.k8s.io/worker-index"] = str(index)
+        return labels
 
     @property
     def pod_labels(self) -> dict[str, str]:
-        labels: dict[str, str] = self.one("Deployment")["spec"]["template"]["metadata"]["labels"]
-        return labels
+        return self.live_labels(0)
+
+    @property
+    def workload_file(self) -> str:
+        return f"{self.workload['kind'].lower()}.yaml"
 
     @property
     def server(self) -> dict[str, Any]:
@@ -76,7 +110,10 @@ class Out:
 
     @property
     def containers(self) -> list[dict[str, Any]]:
-        return [*self.pod.get("initContainers", []), *self.pod["containers"]]
+        """Every container of every pod template, init containers included."""
+        return [
+            c for pod in self.pods for c in (*pod.get("initContainers", []), *pod["containers"])
+        ]
 
     @property
     def service_account(self) -> dict[str, Any]:
@@ -172,7 +209,8 @@ def test_startup_probe_covers_download_load_and_warmup(preset: str, crds: object
     st = out.spec.startup
     budget = probe_window(out.server["startupProbe"])
     gbits = loaded_gib(out) * 2**30 * 8 / 1e9
-    needed = gbits / st.disk_read_gbps + st.warmup_seconds
+    # each pipeline stage reads its own layers (every pod downloads all of them)
+    needed = gbits / out.sizing.pp / st.disk_read_gbps + st.warmup_seconds
     # The server downloads from the Hub itself unless an init container stages the files.
     downloads_in_server = out.spec.model.loading.mode == "huggingface" and not out.pod.get(
         "initContainers"
@@ -185,7 +223,7 @@ def test_startup_probe_covers_download_load_and_warmup(preset: str, crds: object
         assert out.server[name].get("initialDelaySeconds", 0) == 0, (
             f"{name}: a fixed delay instead of the startupProbe gate"
         )
-    assert "initialDelaySeconds: 120" not in out.files["deployment.yaml"]
+    assert "initialDelaySeconds: 120" not in out.files[out.workload_file]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -199,8 +237,8 @@ def test_startup_budget_grows_with_model_size(preset: str, crds: object) -> None
         )
         the_plan = pipeline.make_plan(out.spec, sizing, "test")
         files = render.render_plan(the_plan, "test")
-        deployment = next(d for _, d in pipeline.yaml_documents(files) if d["kind"] == "Deployment")
-        server = deployment["spec"]["template"]["spec"]["containers"][0]
+        docs = tuple(d for _, d in pipeline.yaml_documents(files))
+        server = dataclasses.replace(out, docs=docs).server
         budgets.append(probe_window(server["startupProbe"]))
     assert budgets == sorted(budgets) and len(set(budgets)) == len(budgets), budgets
     assert budgets[0] >= 300, "even a small model gets the warm-up allowance"
@@ -236,13 +274,17 @@ def test_readiness_and_liveness_do_not_kill_a_busy_pod(preset: str, crds: object
 @pytest.mark.parametrize("preset", PRESETS)
 def test_gpu_requests_equal_tensor_parallel_and_limits(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
-    tp = str(out.spec.hardware.tensor_parallel)
-    res = out.server["resources"]
-    assert res["requests"]["nvidia.com/gpu"] == tp
-    assert res["limits"]["nvidia.com/gpu"] == tp
-    for c in out.pod.get("initContainers", []):
-        assert "nvidia.com/gpu" not in c["resources"].get("limits", {}), c["name"]
-    assert out.instance.gpu_count % out.spec.hardware.tensor_parallel == 0
+    # TP GPUs per pod; TP x PP when the stages share one node; a group's pods each one stage
+    gpus = out.sizing.tp * (out.sizing.pp if out.sizing.nodes == 1 else 1)
+    assert gpus * out.sizing.nodes == out.sizing.tp * out.sizing.pp
+    for pod in out.pods:
+        (server,) = pod["containers"]
+        res = server["resources"]
+        assert res["requests"]["nvidia.com/gpu"] == str(gpus)
+        assert res["limits"]["nvidia.com/gpu"] == str(gpus)
+        for c in pod.get("initContainers", []):
+            assert "nvidia.com/gpu" not in c["resources"].get("limits", {}), c["name"]
+    assert out.instance.gpu_count % gpus == 0
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -264,7 +306,7 @@ def test_cpu_and_memory_fit_the_pods_share_of_the_node(preset: str, crds: object
     for name in types:  # the pod fits every type the NodePool may launch
         inst = catalog.instance(name)
         assert inst is not None and inst.allocatable is not None
-        pods_per_node = inst.gpu_count // out.spec.hardware.tensor_parallel
+        pods_per_node = inst.gpu_count // out.spec.hardware.gpus_per_pod
         cpu_share = (inst.allocatable.cpu_millicores - cpu_milli(reserve.cpu)) / pods_per_node
         mem_share = (
             inst.allocatable.memory_mib * 2**20 - mem_bytes(reserve.memory)
@@ -328,14 +370,16 @@ def test_tolerations_match_the_nodepool_taints(preset: str, crds: object) -> Non
     taints = out.one("NodePool")["spec"]["template"]["spec"]["taints"]
     assert taints, "GPU nodes are tainted so that only GPU pods land there"
     for taint in taints:
-        assert any(tolerates(t, taint) for t in out.pod["tolerations"]), taint
+        for pod in out.pods:
+            assert any(tolerates(t, taint) for t in pod["tolerations"]), taint
 
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_node_selector_targets_the_rendered_nodepool(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
     pool, nodeclass = out.one("NodePool"), out.one("EC2NodeClass")
-    assert out.pod["nodeSelector"] == {"karpenter.sh/nodepool": pool["metadata"]["name"]}
+    for pod in out.pods:
+        assert pod["nodeSelector"] == {"karpenter.sh/nodepool": pool["metadata"]["name"]}
     assert pool["spec"]["template"]["spec"]["nodeClassRef"]["name"] == nodeclass["metadata"]["name"]
     reqs = {r["key"]: r for r in pool["spec"]["template"]["spec"]["requirements"]}
     assert out.instance.name in reqs["node.kubernetes.io/instance-type"]["values"]
@@ -345,6 +389,13 @@ def test_node_selector_targets_the_rendered_nodepool(preset: str, crds: object) 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_replicas_spread_across_zones(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
+    if out.sizing.nodes > 1:
+        # the nodes of one group stay in the one zone the NodePool allows instead
+        assert all("topologySpreadConstraints" not in pod for pod in out.pods)
+        reqs = out.one("NodePool")["spec"]["template"]["spec"]["requirements"]
+        zones = [r["values"] for r in reqs if r["key"] == "topology.kubernetes.io/zone"]
+        assert zones == [[out.spec.cluster.placement.zone]]
+        return
     (spread,) = out.pod["topologySpreadConstraints"]
     assert spread["topologyKey"] == "topology.kubernetes.io/zone"
     assert selects(spread["labelSelector"]["matchLabels"], out.pod_labels)
@@ -357,9 +408,10 @@ def test_replicas_spread_across_zones(preset: str, crds: object) -> None:
 def test_pdb_selects_the_pods(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
     pdb = out.one("PodDisruptionBudget")
-    assert pdb["metadata"]["namespace"] == out.one("Deployment")["metadata"]["namespace"]
+    assert pdb["metadata"]["namespace"] == out.workload["metadata"]["namespace"]
     assert pdb["spec"]["maxUnavailable"] == 1 and "minAvailable" not in pdb["spec"]
-    assert selects(pdb["spec"]["selector"]["matchLabels"], out.pod_labels)
+    for index in range(len(out.templates)):  # a group's workers too: each eviction counts
+        assert selects(pdb["spec"]["selector"]["matchLabels"], out.live_labels(index))
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -371,8 +423,9 @@ def test_nodepool_disruption_protects_loaded_models(preset: str, crds: object) -
     assert disruption["budgets"] and all(b["nodes"] != "100%" for b in disruption["budgets"])
     template = pool["spec"]["template"]["spec"]
     assert template["expireAfter"] == out.spec.cluster.expire_after
-    annotations = out.one("Deployment")["spec"]["template"]["metadata"]["annotations"]
-    assert annotations["karpenter.sh/do-not-disrupt"] == "true"
+    for pod_template in out.templates:
+        annotations = pod_template["metadata"]["annotations"]
+        assert annotations["karpenter.sh/do-not-disrupt"] == "true"
     # Karpenter deletes do-not-disrupt pods before the node's terminationGracePeriod ends so
     # that the pod's own grace period still fits (karpenter disruption.md, Controls).
     node_grace = template["terminationGracePeriod"]
@@ -452,6 +505,8 @@ def test_service_monitor_scrapes_a_port_of_the_service(preset: str, crds: object
     assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"]
     assert selects(monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"])
     assert selects(service["spec"]["selector"], out.pod_labels)
+    for worker in range(1, len(out.templates)):  # a group's workers serve no API
+        assert not selects(service["spec"]["selector"], out.live_labels(worker))
     names = {p["name"] for p in service["spec"]["ports"]}
     for endpoint in monitor["spec"]["endpoints"]:
         assert endpoint["port"] in names
@@ -571,14 +626,14 @@ def test_hpa_behavior_is_slow_down_fast_up(preset: str, crds: object) -> None:
 @pytest.mark.parametrize("preset", PRESETS)
 def test_security_context_is_hardened(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
-    pod = out.pod
-    assert pod["automountServiceAccountToken"] is False
     assert all(sa["automountServiceAccountToken"] is False for sa in out.all("ServiceAccount"))
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
-    for host in ("hostNetwork", "hostPID", "hostIPC"):
-        assert not pod.get(host), host
-    assert not any("hostPath" in v for v in pod["volumes"])
+    for pod in out.pods:
+        assert pod["automountServiceAccountToken"] is False
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        for host in ("hostNetwork", "hostPID", "hostIPC"):
+            assert not pod.get(host), host
+        assert not any("hostPath" in v for v in pod["volumes"])
     for c in out.containers:
         sc = c["securityContext"]
         assert sc["allowPrivilegeEscalation"] is False, c["name"]
@@ -688,7 +743,7 @@ def test_instance_store_raid0_exactly_when_the_instance_has_nvme(preset: str, cr
     nodeclass = out.one("EC2NodeClass")["spec"]
     assert (nodeclass.get("instanceStorePolicy") == "RAID0") == (out.instance.local_nvme_gb > 0)
     if out.instance.local_nvme_gb > 0:
-        pods = out.instance.gpu_count // out.spec.hardware.tensor_parallel
+        pods = out.instance.gpu_count // out.spec.hardware.gpus_per_pod
         eph = mem_bytes(out.server["resources"]["requests"]["ephemeral-storage"])
         assert pods * eph <= out.instance.local_nvme_gb * 1e9, "NVMe holds every pod's cache"
 
@@ -704,9 +759,10 @@ S3_PRESETS = [
 def test_s3_mode_syncs_to_local_disk_in_an_init_container(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
     uri = out.spec.model.loading.s3_uri
-    inits = out.pod.get("initContainers", [])
-    fetch = [c for c in inits if f"{uri}/*" in c.get("args", [])]
-    assert len(fetch) == 1, "one init container syncs the model from S3"
+    for pod in out.pods:  # every pod of a group loads the model from its own disk
+        fetch = [c for c in pod.get("initContainers", []) if f"{uri}/*" in c.get("args", [])]
+        assert len(fetch) == 1, "one init container syncs the model from S3"
+    fetch = [c for c in out.pod.get("initContainers", []) if f"{uri}/*" in c.get("args", [])]
     (c,) = fetch
     assert c["command"][0] == "timeout" and c["command"][2] == "/s5cmd"  # IRSA: s5cmd
     assert "sync" in c["args"]

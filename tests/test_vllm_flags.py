@@ -39,6 +39,10 @@ SAMPLE_VALUES: Mapping[str, object] = {
     "tensor_parallel_size": 2,
     "pipeline_parallel_size": 1,
     "distributed_executor_backend": "mp",
+    "nnodes": 2,
+    "node_rank": 1,
+    "master_addr": "llama-0.llama-0.llm-serving",
+    "master_port": 29501,
     "gpu_memory_utilization": 0.9,
     "kv_cache_dtype": "fp8",
     "kv_cache_memory_bytes": 8 * 2**30,
@@ -337,6 +341,26 @@ def test_flag_outside_its_range_raises(version: str, options: dict[str, object])
     assert err.version == version
     assert err.flag.startswith("--")
     assert err.reason
+
+
+@pytest.mark.parametrize("key", ["nnodes", "node_rank", "master_port"])
+def test_multinode_flags_first_in_0_11_1(key: str) -> None:
+    """/work/notes/vllm-parallel-flags.md §2: 0.11.0 refuses all four, 0.11.1 takes them."""
+    with pytest.raises(UnsupportedFlagError):
+        build_args("0.11.0", MODEL, {key: 1})
+    assert build_args("0.11.1", MODEL, {key: 1})[2] == "1"
+    assert build_args("0.11.1", MODEL, {"master_addr": va.EnvRef("LWS_LEADER_ADDRESS")})[1:] == (
+        "--master-addr",
+        "$(LWS_LEADER_ADDRESS)",
+    )
+
+
+def test_headless_from_0_9_0() -> None:
+    with pytest.raises(UnsupportedFlagError):
+        build_args("0.8.5", MODEL, {"headless": True})
+    assert build_args("0.9.0", MODEL, {"headless": True})[1:] == ("--headless",)
+    with pytest.raises(ValueError):
+        va.EnvRef("lws worker")  # not an environment variable name
 
 
 def test_flag_range_edges() -> None:

@@ -343,12 +343,15 @@ def test_no_replicas_while_a_scaled_object_owns_the_deployment(preset: str) -> N
     path = pipeline.preset_path(preset)
     assert path is not None
     result = pipeline.render_loaded(load.load_spec_file(path), header_command="t")
-    deployment = one(result, "Deployment")
+    (workload,) = [d for d in docs_of(result) if d["kind"] in ("Deployment", "LeaderWorkerSet")]
     targets = [
-        d["spec"]["scaleTargetRef"]["name"] for d in docs_of(result) if d["kind"] == "ScaledObject"
+        (ref["kind"], ref["name"])
+        for d in docs_of(result)
+        if d["kind"] == "ScaledObject"
+        for ref in [d["spec"]["scaleTargetRef"]]
     ]
-    assert targets == [deployment["metadata"]["name"]]
-    assert "replicas" not in deployment["spec"]
+    assert targets == [(workload["kind"], workload["metadata"]["name"])]
+    assert "replicas" not in workload["spec"]
 
 
 def test_without_autoscaling_the_deployment_keeps_its_count() -> None:

@@ -69,7 +69,11 @@ def test_karpenter_and_keda_mistakes_absent(preset: str, crds: object) -> None:
 @pytest.mark.parametrize("preset", [p for p in PRESETS if "vllm" in p])
 def test_vllm_mistakes_absent(preset: str, crds: object) -> None:
     docs = docs_of(rendered(preset, crds))
-    container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    if "LeaderWorkerSet" in docs:  # the group's leader serves the API
+        group = docs["LeaderWorkerSet"]["spec"]["leaderWorkerTemplate"]
+        container = group["leaderTemplate"]["spec"]["containers"][0]
+    else:
+        container = docs["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     args = container["args"]
     assert container["command"] == ["vllm", "serve"]
     assert "--model" not in args  # `vllm serve` takes the model positionally

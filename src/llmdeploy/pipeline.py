@@ -89,7 +89,7 @@ def _node_checks(loaded: LoadedSpec, sizing: Sizing) -> tuple[Diagnostic, ...]:
     from llmdeploy.plan.node_checks import node_findings
 
     found = sorted(
-        (loaded.locate(d) for d in node_findings(loaded.spec, sizing.instance)),
+        (loaded.locate(d) for d in node_findings(loaded.spec, sizing.instance, sizing.nodes)),
         key=lambda d: (d.line or 0, d.column or 0),
     )
     if any(d.severity == "error" for d in found):

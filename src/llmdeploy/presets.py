@@ -75,11 +75,17 @@ class PresetSummary:
 
     @property
     def gpus_per_replica(self) -> int:
-        # tensor parallel only: pipeline and data parallelism multiply it once the spec has them
+        # the table's TP column: a replica on several nodes has `nodes` times as many
         return self.spec.hardware.tensor_parallel
 
     @property
+    def nodes(self) -> int:
+        """Nodes one replica spans (a LeaderWorkerSet group, one pipeline stage per node)."""
+        return self.sizing.nodes
+
+    @property
     def replicas_per_node(self) -> int:
+        """Replicas one node holds (1 for a replica that spans several nodes)."""
         return self.instance.pods_per_node(self.gpus_per_replica)
 
     @property
@@ -98,7 +104,7 @@ class PresetSummary:
     @property
     def price_per_replica(self) -> float | None:
         price = self.instance.price_usd_hr
-        return None if price is None else price / self.replicas_per_node
+        return None if price is None else price * self.nodes / self.replicas_per_node
 
 
 def rationale(text: str, label: str) -> Rationale:

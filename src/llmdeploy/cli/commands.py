@@ -405,6 +405,11 @@ def size(
     engine: Annotated[str, typer.Option(help="vllm|trtllm")] = "vllm",
     engine_version: Annotated[Optional[str], typer.Option()] = None,  # noqa: UP045
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    nodes: Annotated[int, typer.Option(help="Nodes per replica (one pipeline stage each).")] = 1,
+    pp: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="Pipeline-parallel degree (default: --nodes)."),
+    ] = None,
 ) -> None:
     """Size GPU memory: weights, KV cache, concurrency, verdict and suggestions.
 
@@ -426,6 +431,8 @@ def size(
         engine,
         engine_version,
         as_json,
+        nodes,
+        pp,
     )
 
 
@@ -444,6 +451,8 @@ def _size(
     engine: str,
     engine_version: str | None,
     as_json: bool,
+    nodes: int,
+    pp: int | None,
 ) -> None:
     from llmdeploy.cli import size_report
     from llmdeploy.sizing.requests import request_from_options
@@ -468,6 +477,8 @@ def _size(
             gpu_memory_utilization=gpu_memory_utilization,
             engine=engine,
             engine_version=engine_version,
+            pp=pp,
+            nodes=nodes,
             base_dir=Path.cwd(),
         )
         result = size_with_suggestions(req)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from llmdeploy.sizing.types import Sizing, Suggestion
+from llmdeploy.sizing.types import Sizing, StageSizing, Suggestion
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -26,7 +26,23 @@ def _suggestion_json(s: Suggestion) -> dict[str, Any]:
         "slo_requests_per_replica": s.slo_requests_per_replica,
         "replicas_for_slo": s.replicas_for_slo,
         "instance": s.instance,
+        "nodes": s.nodes,
         "price_usd_hr": s.price_usd_hr,
+    }
+
+
+def _stage_json(x: StageSizing) -> dict[str, Any]:
+    return {
+        "index": x.index,
+        "first_layer": x.first_layer,
+        "layers": x.layers,
+        "holds": list(x.holds),
+        "weights_gib_per_gpu": round(x.weights_gib, 2),
+        "activation_gib": round(x.activation_gib, 2),
+        "kv_cache_gib_per_gpu": round(x.kv_cache_gib, 2),
+        "kv_bytes_per_token_per_gpu": x.kv_bytes_per_token_per_gpu,
+        "num_gpu_blocks": x.num_gpu_blocks,
+        "fits": x.fits,
     }
 
 
@@ -46,6 +62,8 @@ def to_json(sizing: Sizing) -> dict[str, Any]:
         "tp": s.tp,
         "dp": s.data_parallel,
         "expert_parallel": s.expert_parallel,
+        "pp": s.pp,
+        "nodes": s.nodes,
         "quantization": s.quantization,
         "kv_cache_dtype": s.kv_cache_dtype,
         "max_model_len": s.max_model_len,
@@ -77,6 +95,10 @@ def to_json(sizing: Sizing) -> dict[str, Any]:
         "reasons": list(s.reasons),
         "suggestions": [_suggestion_json(x) for x in s.suggestions],
         "weights_breakdown_gib": {k: round(v, 3) for k, v in s.weights_breakdown_gib},
+        # pipeline stages (empty without pipeline parallelism); the figures above are those of
+        # the binding stage, the one with the fewest KV blocks
+        "stages": [_stage_json(x) for x in s.stages],
+        "binding_stage": s.binding_stage if s.stages else None,
         "assumptions": list(s.assumptions),
     }
 
@@ -94,14 +116,17 @@ def table(sizing: Sizing) -> RenderableType:
     """Per-GPU breakdown, verdict, reasons and suggestions."""
     s = sizing
     where = s.instance.name if s.instance else s.gpu
+    if s.nodes > 1:
+        where = f"{s.nodes} x {where}"
     layout = f"TP {s.tp}" + (f" x DP {s.data_parallel}" if s.data_parallel > 1 else "")
+    layout += f" x PP {s.pp}" if s.pp > 1 else ""
     layout += ", EP" if s.expert_parallel else ""
     title = (
         f"{s.model} on {where}: {layout}, {s.quantization}, KV {s.kv_cache_dtype}, "
         f"{s.engine} {s.engine_version}"
     )
     breakdown = Table(title=title, show_header=True, title_justify="left")
-    breakdown.add_column("per GPU")
+    breakdown.add_column(f"per GPU, stage {s.binding_stage}" if s.stages else "per GPU")
     breakdown.add_column("GiB", justify="right")
     gmu = f" x {s.gpu_memory_utilization}" if s.gpu_memory_utilization else ""
     rows = [
@@ -133,7 +158,10 @@ def table(sizing: Sizing) -> RenderableType:
     verdict = Text(
         "FITS" if s.fits else "DOES NOT FIT", style="bold green" if s.fits else "bold red"
     )
-    parts: list[RenderableType] = [breakdown, capacity, verdict]
+    parts: list[RenderableType] = [breakdown]
+    if s.stages:
+        parts.append(_stage_table(s))
+    parts += [capacity, verdict]
     parts.extend(Text(f"  - {reason}", style="red") for reason in s.reasons)
     if s.suggestions:
         sug = Table(title="suggestions (each re-sized)", title_justify="left")
@@ -154,3 +182,26 @@ def table(sizing: Sizing) -> RenderableType:
             Text("assumptions:\n" + "\n".join(f"  - {a}" for a in s.assumptions), style="dim")
         )
     return Group(*parts)
+
+
+def _stage_table(s: Sizing) -> RenderableType:
+    """One row per pipeline stage (per GPU of that stage); the binding stage is marked."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"pipeline stages (KV cache of every stage = stage {s.binding_stage}'s)",
+        title_justify="left",
+    )
+    for column in ("stage", "layers", "also holds", "weights", "activation", "KV cache", "blocks"):
+        table.add_column(column, justify="left" if column in ("stage", "also holds") else "right")
+    for x in s.stages:
+        table.add_row(
+            f"{x.index}{' *' if x.index == s.binding_stage else ''}",
+            f"{x.first_layer}-{x.first_layer + x.layers - 1} ({x.layers})",
+            ", ".join(x.holds) or "-",
+            _gib(x.weights_gib),
+            _gib(x.activation_gib),
+            _gib(x.kv_cache_gib),
+            str(x.num_gpu_blocks),
+        )
+    return table

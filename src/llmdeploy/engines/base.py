@@ -9,7 +9,8 @@ spec's ``engine.type`` (:mod:`llmdeploy.engines.registry`). An engine answers fi
   fields it does not use, :attr:`Engine.ignored_fields`): ``llmdeploy size`` and ``render``
   both run these checks (:mod:`llmdeploy.spec.checks`), so they accept the same specs;
 - what its spec section means for sizing (``SizingRequest`` fields);
-- its GPU-memory budget (:meth:`Engine.memory_budget`, used by the size stage);
+- its GPU-memory budget (:meth:`Engine.memory_budget`, used by the size stage), and how it
+  divides the layers between pipeline stages (:meth:`Engine.pipeline_split`);
 - its part of the plan (:meth:`Engine.plan`: containers, volumes, ports, the autoscaling query,
   ConfigMap entries and extra files), which :func:`llmdeploy.plan.assemble.assemble` completes
   with everything engine-independent.
@@ -78,6 +79,14 @@ class Engine(Protocol):
         max_model_len: int,
     ) -> MemoryBudget:
         """Per-GPU budget: weights, activation peak, non-torch memory, graphs, KV cache left."""
+        ...
+
+    def pipeline_split(
+        self, version: str | None, num_layers: int, pp: int
+    ) -> tuple[int, ...] | None:
+        """Decoder layers of each pipeline stage, first stage first, for ``version`` (None: the
+        default one); None when llmdeploy serves this engine without pipeline parallelism
+        (its ``check`` then refuses a spec that asks for it)."""
         ...
 
     def plan(

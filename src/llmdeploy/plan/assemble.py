@@ -9,12 +9,14 @@ in. Nothing here imports an engine.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from llmdeploy import __version__
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.errors import SpecFieldError
 from llmdeploy.plan.alerts import alerts_plan
+from llmdeploy.plan.group import LWS_API_VERSION, LWS_KIND, group_plan, leader_selector
 from llmdeploy.plan.names import labels_for, pool_name
 from llmdeploy.plan.nodes import nodeclass_plan, nodepool_plan
 from llmdeploy.plan.prometheus import PrometheusPlan, prometheus_plan
@@ -22,6 +24,7 @@ from llmdeploy.plan.types import (
     KV,
     ConfigEntry,
     ExtraFile,
+    GroupPlan,
     JobPlan,
     Meta,
     MonitorPlan,
@@ -53,6 +56,7 @@ KIND_ORDER = (
     "Service",
     "Deployment",
     "Job",
+    "LeaderWorkerSet",
     "ServiceMonitor",
     "PodMonitor",
     "PrometheusRule",
@@ -67,8 +71,14 @@ FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
 RULES_FILE = "prometheus-rules.yml"
 
 
-def scaler_plan(spec: Spec, query: str, prom: PrometheusPlan) -> ScalerPlan:
+def scaler_plan(
+    spec: Spec, query: str, prom: PrometheusPlan, group: GroupPlan | None = None
+) -> ScalerPlan:
+    """KEDA's ScaledObject: the Deployment, or the LeaderWorkerSet through its scale
+    subresource, whose replicas are whole groups (its HPA selector picks the leaders:
+    ``+kubebuilder:subresource:scale:...selectorpath=.status.hpaPodSelector``)."""
     a = spec.autoscaling
+    api_version, kind = ("apps/v1", "Deployment") if group is None else (LWS_API_VERSION, LWS_KIND)
     return ScalerPlan(
         min_replicas=a.min_replicas,
         max_replicas=a.max_replicas,
@@ -87,16 +97,18 @@ def scaler_plan(spec: Spec, query: str, prom: PrometheusPlan) -> ScalerPlan:
         fallback_failures=a.fallback.failure_threshold,
         fallback_replicas=a.fallback.replicas or a.min_replicas,
         fallback_behavior=FALLBACK_BEHAVIOR,
-        # A GPU replica takes minutes to become ready: add at most 2 per 2 minutes, and remove
-        # one per 5 minutes after the stabilization window, so a short lull does not drop
-        # capacity that takes long to get back.
-        scale_up_pods=2,
+        # A GPU replica takes minutes to become ready: add at most 2 replicas (1 group of
+        # several nodes) per 2 minutes, and remove one per 5 minutes after the stabilization
+        # window, so a short lull does not drop capacity that takes long to get back.
+        scale_up_pods=2 if group is None else 1,
         scale_up_period=120,
         scale_down_window=a.scale_down_stabilization,
         scale_down_pods=1,
         scale_down_period=300,
         aws_region=prom.aws_region,
         auth_ref=prom.trigger_auth.name if prom.trigger_auth else None,
+        target_api_version=api_version,
+        target_kind=kind,
     )
 
 
@@ -128,7 +140,11 @@ def monitor_plan(
 
 
 def netpol_plan(
-    spec: Spec, client_ports: tuple[int, ...], metrics_ports: tuple[int, ...], prom: PrometheusPlan
+    spec: Spec,
+    client_ports: tuple[int, ...],
+    metrics_ports: tuple[int, ...],
+    prom: PrometheusPlan,
+    peers: tuple[KV, ...] = (),
 ) -> NetpolPlan | None:
     n = spec.network
     if not n.network_policy:
@@ -140,6 +156,7 @@ def netpol_plan(
         scraper_namespace=prom.scraper_namespace,
         scraper_labels=prom.scraper_labels,
         metrics_ports=metrics_ports,
+        peer_selector=peers,
     )
 
 
@@ -174,6 +191,9 @@ class EngineParts:
     reads_s3: bool = False  # the pods read S3 (IRSA or Pod Identity credentials needed)
     monitor_path: str = "/metrics"  # the HTTP path Prometheus scrapes on monitor_port
     job: JobPlan | None = None  # a Job next to the workload (TensorRT-LLM's engine build)
+    # the worker pods of a replica on ``nodes`` nodes (the leader is ``workload``)
+    worker: WorkloadPlan | None = None
+    nodes: int = 1
 
 
 def require_aws_identity(spec: Spec, parts: EngineParts) -> None:
@@ -199,7 +219,15 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
     prom = prometheus_plan(spec)
     selected_by = parts.meta.labels + selection_labels(spec, prom)
     monitor = monitor_plan(spec, parts.monitor_port, selected_by, parts.monitor_path)
-    netpol = netpol_plan(spec, parts.client_ports, parts.metrics_ports, prom)
+    workload, group = parts.workload, None
+    if parts.worker is not None:
+        # no zone spread: the NodePool keeps every node of the group in one zone
+        workload = dataclasses.replace(workload, topology_key=None)
+        worker = dataclasses.replace(parts.worker, topology_key=None)
+        group = group_plan(parts.meta, parts.nodes, worker)
+    # the pods of a group reach each other on every port (the distributed store, NCCL, Ray)
+    peers = parts.meta.selector if group is not None else ()
+    netpol = netpol_plan(spec, parts.client_ports, parts.metrics_ports, prom, peers)
     scaled = spec.autoscaling.enabled
     alerts = alerts_plan(
         spec,
@@ -227,7 +255,8 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         "RoleBinding/prometheus": prom.rbac is not None and monitor is not None,
         "ConfigMap": bool(parts.config_map_data),
         "Service": True,
-        "Deployment": True,
+        "Deployment": group is None,
+        "LeaderWorkerSet": group is not None,
         "Job": parts.job is not None,
         "ServiceMonitor": monitor is not None and monitor.kind == "ServiceMonitor",
         "PodMonitor": monitor is not None and monitor.kind == "PodMonitor",
@@ -244,15 +273,17 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         meta=parts.meta,
         nodepool=nodepool_plan(spec, instance, name, infra_labels),
         nodeclass=nodeclass_plan(spec, instance, name, infra_labels, parts.pod_ephemeral_gib),
-        workload=parts.workload,
+        workload=workload,
         service_ports=parts.service_ports,
         service_account_annotations=sa_annotations,
-        scaler=scaler_plan(spec, parts.scaler_query, prom),
+        scaler=scaler_plan(spec, parts.scaler_query, prom, group),
         monitor=monitor,
         netpol=netpol,
         pdb_max_unavailable=1,
         config_map_data=parts.config_map_data,
         resources=resource_list(has),
+        serving_selector=leader_selector(parts.meta) if group is not None else parts.meta.selector,
+        group=group,
         extra_files=extra_files,
         header_command=header_command,
         notices=prom.notices,

@@ -14,6 +14,7 @@ from llmdeploy.catalog import amis
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.errors import Diagnostic
 from llmdeploy.plan.capacity import SPOT_FLEXIBILITY_TYPES, allowed_instances, pod_share
+from llmdeploy.plan.group_checks import group_findings
 from llmdeploy.plan.nodes import ami_alias
 from llmdeploy.plan.pod import POD_FLOOR_CPU_MILLI, POD_FLOOR_MEMORY_MIB, pods_per_node, shm_gib
 from llmdeploy.sizing.requests import reserve_of
@@ -21,13 +22,15 @@ from llmdeploy.spec.checks import is_set
 from llmdeploy.spec.sections import Spec
 
 
-def node_findings(spec: Spec, instance: Instance | None) -> list[Diagnostic]:
-    """Every node-side error and warning for ``spec`` sized on ``instance``."""
+def node_findings(spec: Spec, instance: Instance | None, nodes: int = 1) -> list[Diagnostic]:
+    """Every node-side error and warning for ``spec`` sized on ``instance``, ``nodes`` per
+    replica."""
     found = _kubernetes_version(spec) or _ami(spec, instance)
     if instance is not None:
+        found += group_findings(spec, instance, nodes)
         found += _pod_fits(spec, instance)
-        found += _expiry(spec, instance)
-        found += _spot(spec, instance)
+        found += _expiry(spec, instance, nodes)
+        found += _spot(spec, instance, nodes)
         found += _spot_flexibility(spec, instance)
     return found
 
@@ -133,7 +136,7 @@ def _ami(spec: Spec, instance: Instance | None) -> list[Diagnostic]:
 def _pod_fits(spec: Spec, instance: Instance) -> list[Diagnostic]:
     """The pod's requests plus the DaemonSet reserve must fit the node's allocatable, or
     Karpenter finds no instance type for it and the pod stays Pending."""
-    tp = spec.hardware.gpus_per_pod  # GPUs per pod
+    tp = spec.hardware.gpus_per_pod
     allowed = allowed_instances(spec, instance)
     cpu, mem = pod_share(spec, allowed)
     need_mem = POD_FLOOR_MEMORY_MIB + shm_gib(tp) * 1024
@@ -162,10 +165,13 @@ def _pod_fits(spec: Spec, instance: Instance) -> list[Diagnostic]:
     ]
 
 
-def _one_node(spec: Spec, instance: Instance) -> str | None:
-    """Who one node's loss takes down: every minimum replica when they all fit on one node."""
+def _one_node(spec: Spec, instance: Instance, nodes: int = 1) -> str | None:
+    """Who one node's loss takes down: every minimum replica when they all fit on one node;
+    the only replica when it spans ``nodes`` nodes (losing any of them stops its group)."""
     per_node = pods_per_node(instance, spec.hardware.gpus_per_pod)
     replicas = spec.autoscaling.min_replicas
+    if nodes > 1:
+        return f"the only replica (any of its {nodes} nodes)" if replicas == 1 else None
     if replicas > per_node:
         return None
     if replicas == 1:
@@ -173,17 +179,19 @@ def _one_node(spec: Spec, instance: Instance) -> str | None:
     return f"all {replicas} minimum replicas ({per_node} fit on one {instance.name})"
 
 
-def _more_nodes(spec: Spec, instance: Instance) -> str:
+def _more_nodes(spec: Spec, instance: Instance, nodes: int = 1) -> str:
+    if nodes > 1:
+        return "`autoscaling.minReplicas: 2` keeps a second group serving"
     per_node = pods_per_node(instance, spec.hardware.gpus_per_pod)
     return f"`autoscaling.minReplicas: {per_node + 1}` puts replicas on two nodes"
 
 
-def _expiry(spec: Spec, instance: Instance) -> list[Diagnostic]:
+def _expiry(spec: Spec, instance: Instance, nodes: int) -> list[Diagnostic]:
     # Expiration is forceful: disruption budgets do not stop it and no replacement is started
     # first (karpenter-provider-aws@v1.14.1 website/content/en/docs/concepts/disruption.md
     # :168-179, :295 "NodePool Disruption Budgets do not prevent Karpenter from terminating
     # expired nodes"); do-not-disrupt only delays it up to terminationGracePeriod (:422-425).
-    who = _one_node(spec, instance)
+    who = _one_node(spec, instance, nodes)
     if who is None or spec.cluster.expire_after == "Never":
         return []
     # located where the user is likely to change it: expireAfter, or minReplicas when only that
@@ -203,19 +211,19 @@ def _expiry(spec: Spec, instance: Instance) -> list[Diagnostic]:
             "expiry is forceful (disruption budgets and karpenter.sh/do-not-disrupt do not stop "
             "it, and no replacement is started first), so the service is down for a node launch "
             "plus the model load",
-            f"{_more_nodes(spec, instance)}; or set `expireAfter: Never` and replace nodes in a "
-            "maintenance window",
+            f"{_more_nodes(spec, instance, nodes)}; or set `expireAfter: Never` and replace nodes "
+            "in a maintenance window",
             notes=(note,),
         )
     ]
 
 
-def _spot(spec: Spec, instance: Instance) -> list[Diagnostic]:
+def _spot(spec: Spec, instance: Instance, nodes: int) -> list[Diagnostic]:
     # Karpenter prefers reserved, then spot, then on-demand (plan.capacity.launch_capacity_type);
     # an interruption notice is 2 minutes and do-not-disrupt does not exclude a node from it
     # (disruption.md:422).
     types = spec.cluster.capacity_types
-    who = _one_node(spec, instance)
+    who = _one_node(spec, instance, nodes)
     if who is None or "spot" not in types:
         return []
     when = (
@@ -230,7 +238,7 @@ def _spot(spec: Spec, instance: Instance) -> list[Diagnostic]:
             "on-demand, whatever the list order); a spot interruption gives 2 minutes' notice, "
             "which karpenter.sh/do-not-disrupt does not stop, and the service is down for a node "
             "launch plus the model load",
-            f"leave spot out of `capacityTypes`, or {_more_nodes(spec, instance)}",
+            f"leave spot out of `capacityTypes`, or {_more_nodes(spec, instance, nodes)}",
         )
     ]
 

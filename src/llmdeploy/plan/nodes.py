@@ -44,6 +44,9 @@ def nodepool_plan(
                 "karpenter.k8s.aws/instance-gpu-memory", "In", (str(instance.gpu_mem_mib_ec2),)
             )
         )
+    zone = spec.cluster.placement.zone
+    if zone is not None:  # every node of a replica in one zone (docs/multinode.md)
+        reqs.append(Requirement("topology.kubernetes.io/zone", "In", (zone,)))
     reqs += [
         Requirement("karpenter.sh/capacity-type", "In", capacity_type_values(spec)),
         Requirement("kubernetes.io/arch", "In", (instance.arch,)),
@@ -137,4 +140,8 @@ def nodeclass_plan(
         instance_store_raid0=instance.local_nvme_gb > 0,
         tags=(KV("llmdeploy.dev/deployment", f"{spec.namespace}.{spec.name}"),),
         reservation_terms=reservation_terms(spec),
+        subnet_ids=spec.cluster.placement.subnet_ids,
+        # Karpenter >= 1.11 (placementGroupSelector, concepts/nodeclasses.md); one group per
+        # EC2NodeClass, and the NodePool's zone must be the group's
+        placement_group=spec.cluster.placement.placement_group,
     )

@@ -42,8 +42,9 @@ POD_FLOOR_MEMORY_MIB = 4096
 
 
 def gpus_per_pod(spec: Spec) -> int:
-    """GPUs one pod requests: tensorParallel x dataParallel (every rank of a replica lives in
-    the one pod). The helpers below take this count, never the TP degree alone."""
+    """GPUs one pod requests: tensorParallel x dataParallel x pipelineParallel on one node, the
+    node's GPUs across nodes (``Hardware.gpus_per_pod``). The helpers below take this count,
+    never the TP degree alone."""
     return spec.hardware.gpus_per_pod
 
 
@@ -51,7 +52,9 @@ def pods_per_node(instance: Instance, gpus: int) -> int:
     return instance.pods_per_node(gpus)
 
 
-def pod_resources(spec: Spec, instance: Instance, ephemeral_gib: int | None) -> Resources:
+def pod_resources(
+    spec: Spec, instance: Instance, ephemeral_gib: int | None, efa: int = 0
+) -> Resources:
     """CPU and memory as this pod's share of the smallest node the NodePool allows
     (``plan.capacity``): never more than fits beside the DaemonSet reserve on any allowed type;
     whole cores, requests equal limits (Guaranteed QoS)."""
@@ -61,6 +64,7 @@ def pod_resources(spec: Spec, instance: Instance, ephemeral_gib: int | None) -> 
         memory=f"{max(4, mem_mib // 1024)}Gi",
         ephemeral_storage=f"{ephemeral_gib}Gi" if ephemeral_gib else None,
         gpus=gpus_per_pod(spec),
+        efa=efa,
     )
 
 
@@ -79,7 +83,7 @@ def startup_budget_seconds(
 
     model_gib is the whole checkpoint as stored (all shards); read_gib what the pod's GPUs
     read from the local cache together (data-parallel ranks each read the replicated
-    weights; default model_gib). Bandwidths are Gbit/s.
+    weights, a pipeline stage its own layers; default model_gib). Bandwidths are Gbit/s.
     """
     st = spec.startup
     if st.override_seconds is not None:
@@ -168,8 +172,11 @@ def checkpoint_gib(spec: Spec, sizing: Sizing) -> float:
 def read_gib(spec: Spec, sizing: Sizing) -> float:
     """GiB the pod's GPUs read from the local cache at start: the checkpoint as stored, and
     for every further data-parallel rank its replicated weights (all but the routed experts,
-    which are spread over every GPU) once more."""
+    which are spread over every GPU) once more; a pipeline stage's GPUs read their own layers
+    (pipeline and data parallelism are not combined)."""
     tp, dp = spec.hardware.tensor_parallel, spec.hardware.data_parallel
+    if sizing.pp > 1:
+        return sizing.checkpoint_gib / sizing.pp
     if dp == 1:
         return sizing.checkpoint_gib
     experts = dict(sizing.weights_breakdown_gib).get("experts", 0.0)

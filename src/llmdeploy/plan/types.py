@@ -53,6 +53,7 @@ class Resources:
     memory: str
     ephemeral_storage: str | None
     gpus: int
+    efa: int = 0  # vpc.amazonaws.com/efa devices
 
 
 @dataclass(frozen=True)
@@ -157,6 +158,8 @@ class NodeClassPlan:
     instance_store_raid0: bool
     tags: tuple[KV, ...]
     reservation_terms: tuple[ReservationTerm, ...] = ()
+    subnet_ids: tuple[str, ...] = ()  # empty: the subnets with the discovery tag
+    placement_group: str | None = None  # a cluster placement group, by name
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,7 @@ class WorkloadPlan:
     volumes: tuple[Volume, ...]
     termination_grace: int
     fs_group: int | None
-    topology_key: str
+    topology_key: str | None  # spread pods over this node label (None: no spread)
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,9 @@ class ScalerPlan:
     scale_down_window: int
     scale_down_pods: int
     scale_down_period: int
+    # the object KEDA scales through its scale subresource
+    target_api_version: str
+    target_kind: str
     aws_region: str | None = None  # Amazon Managed Prometheus: SigV4 region
     auth_ref: str | None = None  # TriggerAuthentication name
 
@@ -285,6 +291,23 @@ class NetpolPlan:
     scraper_namespace: str
     scraper_labels: tuple[KV, ...]  # empty: any pod of scraper_namespace
     metrics_ports: tuple[int, ...]
+    # pods of one replica group talk to each other on any port (NCCL, the distributed store)
+    peer_selector: tuple[KV, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """A replica spread over several pods: a LeaderWorkerSet group of one leader (the plan's
+    ``workload``, which serves the API) and ``size - 1`` workers (``worker``)."""
+
+    name: str  # the LeaderWorkerSet
+    size: int  # pods per group, the leader included
+    startup_policy: str
+    restart_policy: str
+    subdomain_policy: str
+    max_unavailable: int
+    max_surge: int
+    worker: WorkloadPlan
 
 
 @dataclass(frozen=True)
@@ -338,6 +361,8 @@ class Plan:
     pdb_max_unavailable: int
     config_map_data: tuple[ConfigEntry, ...]
     resources: tuple[Resource, ...]
+    serving_selector: tuple[KV, ...]  # the pods that serve the API (Service, PodMonitor)
+    group: GroupPlan | None = None  # a LeaderWorkerSet instead of a Deployment
     extra_files: tuple[ExtraFile, ...] = field(default=())
     header_command: str = ""
     prometheus_rbac: RbacPlan | None = None

@@ -11,10 +11,11 @@ Types are in :mod:`llmdeploy.sizing.types`; each engine's budget model is its
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from llmdeploy.engines import registry
-from llmdeploy.sizing import gpu_memory
+from llmdeploy.sizing import gpu_memory, pipeline
 from llmdeploy.sizing import kv as kvm
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.parallel import tp_problems
@@ -35,7 +36,23 @@ def _gpu_total(req: SizingRequest, assumptions: list[str]) -> tuple[float | None
 
 
 def compute(req: SizingRequest) -> Sizing:
-    """Size one configuration (no suggestions)."""
+    """Size one configuration (no suggestions); a pipeline-parallel replica stage by stage
+    (:mod:`llmdeploy.sizing.pipeline`)."""
+    if req.stage is not None or (req.pp == 1 and req.nodes == 1):
+        return _compute_one(req)
+    problems = pipeline.layout_problems(req)
+    found = pipeline.stages(req)
+    if found is None or not all(stage.layers for stage in found):
+        # no stages to size (the engine has none, or more stages than layers): the replica as
+        # one stage, refused with the reasons
+        single = _compute_one(dataclasses.replace(req, pp=1, nodes=1))
+        return pipeline.refused(req, single, problems if found else (pipeline.NO_PIPELINE,))
+    parts = [(stage, _compute_one(pipeline.stage_request(req, stage))) for stage in found]
+    return pipeline.combine(req, parts, problems)
+
+
+def _compute_one(req: SizingRequest) -> Sizing:
+    """Size one GPU's share: of the whole model, or of one pipeline stage (``req.stage``)."""
     arch = req.architecture
     reasons: list[str] = []
     assumptions: list[str] = list(arch.notes)

@@ -186,8 +186,17 @@ def weight_breakdown(
     parallel_embedding: bool = True,
     dt: int = DTYPE_BYTES,
     sharding: Sharding | None = None,
+    first_stage: bool = True,
+    last_stage: bool = True,
 ) -> dict[str, float]:
-    """Bytes per GPU by component (vllm.md §3). ``parallel_embedding`` False for TRT-LLM."""
+    """Bytes per GPU by component (vllm.md §3). ``parallel_embedding`` False for TRT-LLM.
+
+    With pipeline parallelism ``a`` holds one stage's layers: the input embeddings live on the
+    first stage, the final norm and ``lm_head`` on the last, ``PPMissingLayer`` elsewhere; a
+    model with tied embeddings keeps the embedding on the last stage too, as its ``lm_head``
+    (vllm/model_executor/models/llama.py@v0.19.0 ``LlamaModel.__init__``: ``embed_tokens`` when
+    ``is_first_rank or (tie_word_embeddings and is_last_rank)``, ``norm`` and ``lm_head`` when
+    ``is_last_rank``). Rotary caches and encoders are built on every stage."""
     s = sharding or Sharding(tp=tp, parallel_embedding=parallel_embedding)
     tp = s.tp
     h = a.hidden_size
@@ -219,13 +228,16 @@ def weight_breakdown(
     out["mlp"] = mlp
     vocab = round_up(a.vocab_size, 64)
     emb_shard = tp if s.parallel_embedding else 1
-    out["embedding"] = vocab * h * dt / emb_shard
-    if a.per_layer_embedding:  # VocabParallelEmbedding, vocab padded to 64 like the input one
+    tied = a.tie_word_embeddings
+    if first_stage or (tied and last_stage):
+        out["embedding"] = vocab * h * dt / emb_shard
+    if a.per_layer_embedding and first_stage:  # VocabParallelEmbedding, vocab padded to 64
         rows = a.per_layer_embedding // a.vocab_size
         out["per_layer_embedding"] = round_up(a.vocab_size, 64) * rows * dt / emb_shard
-    if not a.tie_word_embeddings:
+    if last_stage and not tied:
         out["lm_head"] = _linear(h, vocab / tp, q, frac("lm_head"), dt)
-    out["norms"] = (a.norms_per_layer * a.num_layers + 1) * h * dt + a.extra_params * dt
+    final_norm = 1 if last_stage else 0
+    out["norms"] = (a.norms_per_layer * a.num_layers + final_norm) * h * dt + a.extra_params * dt
     for enc in a.encoders:
         ranks = 1 if enc.replicated else (s.encoder_tp or tp)
         per = _per_element(q, frac("vision"), dt)
@@ -283,6 +295,8 @@ def activation_bytes(
     moe_workspace: bool,
     encoder: EncoderProfile | None = None,
     moe_ranks: int = 0,
+    first_stage: bool = True,
+    last_stage: bool = True,
 ) -> float:
     """Peak of the profiling run: max(forward transients, sampler, encoder pass) + what stays
     allocated (hidden states, cached encoder outputs, fused-MoE workspaces).
@@ -290,10 +304,17 @@ def activation_bytes(
     ``sampler_bytes``: profiled sampler bytes per (request x vocab) element; ``moe_workspace``:
     the fused-MoE kernels keep their workspaces across the profile run (vLLM V1); ``encoder``:
     the multimodal dummy pass (None: text only); ``moe_ranks``: ranks an expert is split over
-    (TP x DP without expert parallelism; 1 with it)."""
+    (TP x DP without expert parallelism; 1 with it).
+
+    Pipeline stages: only the last stage runs the sampler, and every stage but the first
+    pre-allocates the tensors it receives, ``hidden_states`` and ``residual`` for
+    ``max_num_batched_tokens`` tokens (vllm/v1/worker/gpu_model_runner.py@v0.19.0
+    ``profile_run``: ``_dummy_sampler_run`` only ``if get_pp_group().is_last_rank``;
+    ``_dummy_run``: ``make_empty_intermediate_tensors(batch_size=self.max_num_tokens)`` on
+    ranks that are not first). Every stage profiles the encoder."""
     h = a.hidden_size
     # the sampler constant holds one 16-bit copy of the logits; fp32 models hold 4 bytes
-    sampler = reqs * a.vocab_size * (sampler_bytes + dt - DTYPE_BYTES)
+    sampler = reqs * a.vocab_size * (sampler_bytes + dt - DTYPE_BYTES) if last_stage else 0.0
     width = a.intermediate_size / tp
     moe_split = moe_ranks or tp
     if a.is_moe:
@@ -310,7 +331,8 @@ def activation_bytes(
         workspace = tokens * a.experts_per_token * (max(2 * im, h) + im) * dt
     enc = encoder or EncoderProfile()
     cached = enc.cached_tokens * h * dt  # encoder outputs of the dummy items
-    return max(sampler, forward, enc.encoder_bytes) + retained + workspace + cached
+    received = 0.0 if first_stage else 2 * tokens * h * dt  # pipeline receive buffers
+    return max(sampler, forward, enc.encoder_bytes) + retained + workspace + cached + received
 
 
 def non_torch_gib(base: float, tp: int, nvlink: bool, nvswitch_hopper: bool) -> float:

@@ -59,6 +59,8 @@ def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True)
         spec.hardware.instance_family,
         suggest=suggest,
         reserve=reserve_of(spec),
+        nodes=spec.hardware.nodes_per_replica,
+        pipeline=spec.hardware.pipeline_parallel,
     )
     return dataclasses.replace(sizing, notices=checkpoint.notices)
 
@@ -79,6 +81,8 @@ def request_from_options(
     dp: int = 1,
     expert_parallel: bool = False,
     kv_cache_dtype: str = "auto",
+    pp: int | None = None,
+    nodes: int = 1,
     max_model_len: int | None = None,
     gpu_memory_utilization: float | None = None,
     engine: str = "vllm",
@@ -102,6 +106,8 @@ def request_from_options(
             engine_version = versions.canonical(engine_version)
         except UnsupportedVersionError as exc:
             raise UsageError(f"--engine-version: {exc.message}") from None
+    if nodes < 1 or (pp is not None and pp < 1):
+        raise UsageError("--nodes and --pp must be >= 1")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
         raise UsageError("--gpu-memory-utilization must be in (0, 1]")
     arch = load_architecture(model, base_dir)
@@ -110,6 +116,8 @@ def request_from_options(
         tp=tp,
         data_parallel=dp,
         expert_parallel=expert_parallel,
+        pp=pp if pp is not None else nodes,
+        nodes=nodes,
         quantization=quantization,
         kv_cache_dtype=kv_cache_dtype,
         max_model_len=max_model_len,

@@ -15,6 +15,25 @@ KV_DTYPES = ("auto", "fp8")
 
 
 @dataclass(frozen=True)
+class PipelineStage:
+    """One pipeline-parallel stage of a replica: its decoder layers ``[first_layer,
+    first_layer + layers)`` of the model (the engine's split, ``Engine.pipeline_split``)."""
+
+    index: int
+    count: int  # stages in the replica (the pipeline-parallel degree)
+    first_layer: int
+    layers: int
+
+    @property
+    def first(self) -> bool:
+        return self.index == 0
+
+    @property
+    def last(self) -> bool:
+        return self.index == self.count - 1
+
+
+@dataclass(frozen=True)
 class SizingRequest:
     architecture: Architecture
     gpu: ec2.Gpu | None = None
@@ -23,6 +42,9 @@ class SizingRequest:
     nvlink: bool = False
     instance: ec2.Instance | None = None
     tp: int = 1
+    pp: int = 1  # pipeline-parallel stages of one replica
+    nodes: int = 1  # nodes of one replica (> 1: one pod and one pipeline stage per node)
+    stage: PipelineStage | None = None  # the one stage this request sizes (None: all of them)
     quantization: str = "none"
     kv_cache_dtype: str = "auto"
     dtype: str = "auto"  # --dtype: auto | bfloat16 | float16 | float32
@@ -47,6 +69,22 @@ class SizingRequest:
     slo_concurrent_requests: int = 16
     slo_input_tokens: int = 512
     slo_output_tokens: int = 256
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs one pod requests: TP x DP x PP inside one node; across nodes one pod (one
+        stage, TP GPUs) per node."""
+        return self.tp * max(1, self.data_parallel) * (self.pp if self.nodes == 1 else 1)
+
+    @property
+    def first_stage(self) -> bool:
+        """Whether the GPU sized holds the first stage (the input embedding)."""
+        return self.stage is None or self.stage.first
+
+    @property
+    def last_stage(self) -> bool:
+        """Whether the GPU sized holds the last stage (final norm, ``lm_head``, sampler)."""
+        return self.stage is None or self.stage.last
 
 
 def on_instance(base: SizingRequest, inst: ec2.Instance) -> SizingRequest:
@@ -75,7 +113,25 @@ class Suggestion:
     slo_requests_per_replica: int
     replicas_for_slo: int | None
     instance: str | None
-    price_usd_hr: float | None
+    price_usd_hr: float | None  # of one replica: the instance's price x its nodes
+    nodes: int = 1
+
+
+@dataclass(frozen=True)
+class StageSizing:
+    """One pipeline stage's own figures, per GPU; the replica's KV cache is the smallest
+    stage's (vLLM gives every worker the fewest blocks any worker has)."""
+
+    index: int
+    first_layer: int
+    layers: int
+    holds: tuple[str, ...]  # the extra modules on this stage: embedding, lm_head
+    weights_gib: float
+    activation_gib: float
+    kv_cache_gib: float
+    kv_bytes_per_token_per_gpu: int
+    num_gpu_blocks: int
+    fits: bool
 
 
 @dataclass(frozen=True)
@@ -124,6 +180,11 @@ class Sizing:
     expert_parallel: bool = False
     state_bytes_per_sequence: int = 0  # state-space layers' constant state, per GPU
     kv_layout: KvLayout | None = None
+    pp: int = 1
+    nodes: int = 1
+    # every stage of a pipeline-parallel replica; the figures above are those of ``binding_stage``
+    stages: tuple[StageSizing, ...] = ()
+    binding_stage: int = 0
 
 
 @dataclass(frozen=True)

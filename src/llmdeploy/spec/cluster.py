@@ -8,9 +8,9 @@ import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
-from llmdeploy.spec.fields import DURATION, SpecModel
+from llmdeploy.spec.fields import DURATION, SpecModel, located_error
+from llmdeploy.spec.placement import Placement
 
 CapacityType = Literal["on-demand", "spot", "reserved"]
 
@@ -189,6 +189,10 @@ class Cluster(SpecModel):
             "rest of the node's allocatable."
         ),
     )
+    placement: Placement = Field(
+        default_factory=Placement,
+        description="Where the nodes launch: zone, subnets, cluster placement group.",
+    )
     expire_after: str = Field(
         "720h",
         description=(
@@ -217,24 +221,19 @@ class Cluster(SpecModel):
         # (karpenter-provider-aws@v1.14.1 website/content/en/docs/tasks/odcrs.md:60-63).
         types = self.capacity_types
         if "reserved" in types and not self.capacity_reservations:
-            raise _located(
+            raise located_error(
+                "Cluster",
                 ("capacityTypes", types.index("reserved")),
                 "`reserved` needs `cluster.capacityReservations`: Karpenter only launches into "
                 "reservations the EC2NodeClass selects",
                 types,
             )
         if self.capacity_reservations and "reserved" not in types:
-            raise _located(
+            raise located_error(
+                "Cluster",
                 ("capacityReservations",),
                 "capacity reservations are only used when `capacityTypes` allows `reserved`; "
                 "add it (e.g. [reserved, on-demand])",
                 self.capacity_reservations,
             )
         return self
-
-
-def _located(loc: tuple[str | int, ...], message: str, value: object) -> ValidationError:
-    """A validation error at ``loc`` inside the model (a model validator's own errors are
-    otherwise reported at the model, not at the field that is wrong)."""
-    error = InitErrorDetails(type=PydanticCustomError("value_error", message), loc=loc, input=value)
-    return ValidationError.from_exception_data("Cluster", [error])

@@ -11,6 +11,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
+from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
 from llmdeploy import versions
 from llmdeploy.errors import UnsupportedVersionError
@@ -38,6 +39,15 @@ class FieldError(ValueError):
         super().__init__(message)
         self.hint = hint
         self.secrets = secrets
+
+
+def located_error(
+    title: str, loc: tuple[str | int, ...], message: str, value: object
+) -> ValidationError:
+    """A model validator's error at ``loc`` inside the model ``title`` (a model validator's own
+    errors are otherwise reported at the model, not at the field that is wrong)."""
+    error = InitErrorDetails(type=PydanticCustomError("value_error", message), loc=loc, input=value)
+    return ValidationError.from_exception_data(title, [error])
 
 
 def check_dns_label(v: str) -> str:

@@ -27,6 +27,7 @@ from llmdeploy.spec.fields import (
     check_cli_word,
     check_dns_label,
     check_no_credentials,
+    located_error,
 )
 from llmdeploy.spec.prometheus import PROMETHEUS_AUTH_HINT, KubePrometheusStack, Prometheus
 
@@ -156,6 +157,30 @@ class Hardware(SpecModel):
             "GPUs per pod = tensorParallel x dataParallel."
         ),
     )
+    nodes_per_replica: Annotated[int, Field(ge=1, le=16)] | Literal["auto"] = Field(
+        1,
+        description=(
+            "Nodes one replica spans (a LeaderWorkerSet group of one pod per node, one "
+            "pipeline stage per node, tensorParallel = the node's GPUs). auto: the fewest "
+            "nodes, 1 to 8, that fit."
+        ),
+    )
+    pipeline_parallel: int | None = Field(
+        None,
+        ge=1,
+        le=64,
+        description=(
+            "Pipeline-parallel stages per replica. Default: nodesPerReplica (one stage per "
+            "node). On one node: tensorParallel x pipelineParallel GPUs in the pod."
+        ),
+    )
+    efa: bool | None = Field(
+        None,
+        description=(
+            "Request the instance's EFA devices (vpc.amazonaws.com/efa) for the pods. Default: "
+            "on when nodesPerReplica > 1 and the instance type has EFA."
+        ),
+    )
 
     @field_validator("instance_type")
     @classmethod
@@ -171,15 +196,45 @@ class Hardware(SpecModel):
             raise ValueError(f"not an EC2 instance family: {v!r} (expected e.g. g6e)")
         return v
 
-    @property
-    def gpus_per_pod(self) -> int:
-        return self.tensor_parallel * self.data_parallel
-
     @model_validator(mode="after")
     def _one_of(self) -> Hardware:
         if (self.instance_type is None) == (self.instance_family is None):
             raise ValueError("set exactly one of `instanceType` and `instanceFamily`")
+        nodes, pp = self.nodes_per_replica, self.pipeline_parallel
+        if nodes == "auto" and pp is not None:
+            raise located_error(
+                "Hardware",
+                ("pipelineParallel",),
+                "`nodesPerReplica: auto` chooses the pipeline-parallel degree (one stage per "
+                "node): leave `pipelineParallel` out, or set `nodesPerReplica`",
+                pp,
+            )
+        if self.data_parallel > 1 and (nodes != 1 or (pp or 1) > 1):
+            raise located_error(
+                "Hardware",
+                ("dataParallel",),
+                "`dataParallel` with pipeline stages or `nodesPerReplica`: llmdeploy renders "
+                "data parallelism inside one pod without pipeline parallelism only (vLLM's "
+                "multi-node data parallel is not rendered)",
+                self.data_parallel,
+            )
+        if isinstance(nodes, int) and nodes > 1 and pp is not None and pp != nodes:
+            raise located_error(
+                "Hardware",
+                ("pipelineParallel",),
+                f"`pipelineParallel` {pp} on {nodes} nodes: each node runs one pipeline stage, "
+                f"so leave `pipelineParallel` out (it is {nodes})",
+                pp,
+            )
         return self
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs one pod requests: tensorParallel x dataParallel x pipelineParallel on one node;
+        across nodes one stage (tensorParallel GPUs) per pod, also with ``auto``."""
+        one_node = self.nodes_per_replica == 1
+        pp = (self.pipeline_parallel or 1) if one_node else 1
+        return self.tensor_parallel * self.data_parallel * pp
 
 
 Modality = Literal["image", "video", "audio"]

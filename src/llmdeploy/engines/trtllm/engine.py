@@ -27,6 +27,23 @@ def _section(section: EngineSection) -> TrtllmEngine:
     return section
 
 
+# Both paths start the ranks of a model that spans hosts from an MPI launcher: mpirun for the
+# engine path (launch_triton_server.py --world_size), and `trtllm-llmapi-launch` under
+# mpirun/srun for trtllm-serve (TensorRT-LLM tensorrt_llm/llmapi/trtllm-llmapi-launch,
+# /work/notes/trtllm-llmapi.md). Across pods, LWS's own TensorRT-LLM example makes mpirun
+# reach the other pods through `kubectl exec` (--mca plm_rsh_agent kubessh and a Role with
+# pods/exec; kubernetes-sigs/lws@v0.10.0 docs/examples/tensorrt-llm/build/server.py, rbac.yaml).
+MULTINODE_REASON = (
+    "llmdeploy serves TensorRT-LLM in one pod with tensor parallelism only: spreading its "
+    "ranks over several pods needs mpirun to start them in the other pods through "
+    "`kubectl exec` (a Role with pods/exec for the serving pods), which llmdeploy does not "
+    "render"
+)
+MULTINODE_HINT = (
+    "use `engine.type: vllm` for a replica on several nodes, or a quantization that fits one node"
+)
+
+
 class Trtllm:
     name = "trtllm"
     # where plan-stage version errors are reported: the Triton pin of the default (engine) path
@@ -48,6 +65,15 @@ class Trtllm:
             "trtllm-serve --max_batch_size)",
             "set engine.maxBatchSize instead",
         ),
+        # one pod, tensor parallelism only (MULTINODE_REASON)
+        **{
+            field: Ignored("error", MULTINODE_REASON, MULTINODE_HINT)
+            for field in (
+                "hardware.nodesPerReplica",
+                "hardware.pipelineParallel",
+                "hardware.efa",
+            )
+        },
         "model.servedName": Ignored(
             "warning",
             "Triton serves the model under its model-repository names (`ensemble`), and "
@@ -115,6 +141,9 @@ class Trtllm:
         from llmdeploy.engines.trtllm.budget import trtllm_budget
 
         return trtllm_budget(req, arch, quant, total_gib, max_model_len)
+
+    def pipeline_split(self, version: str | None, num_layers: int, pp: int) -> None:
+        return None  # one pod, tensor parallelism only (checks.py refuses pipeline parallelism)
 
     def plan(
         self, spec: Spec, instance: Instance, sizing: Sizing, header_command: str

@@ -124,7 +124,8 @@ def vllm_budget(
     sharding = mem.Sharding(
         tp=tp, moe=tp * dp, expert_parallel=ep, mxfp4_align=align, encoder_tp=mm.encoder_tp
     )
-    parts = mem.weight_breakdown(loaded, quant, tp, dt=dt, sharding=sharding)
+    stage = {"first_stage": req.first_stage, "last_stage": req.last_stage}
+    parts = mem.weight_breakdown(loaded, quant, tp, dt=dt, sharding=sharding, **stage)
     weights = sum(parts.values()) / mem.GIB
     act = (
         mem.activation_bytes(
@@ -138,6 +139,7 @@ def vllm_budget(
             moe_workspace=facts.v1,
             encoder=mm.profile,
             moe_ranks=1 if ep else tp * dp,
+            **stage,
         )
         / mem.GIB
     )

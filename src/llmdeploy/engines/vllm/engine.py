@@ -28,7 +28,7 @@ class Vllm:
     def check(self, spec: Spec, hardware: Sequence[Instance]) -> list[Diagnostic]:
         from llmdeploy.engines.vllm.checks import problems
 
-        return problems(spec)
+        return problems(spec, hardware)
 
     def version(self, section: EngineSection) -> str:
         from llmdeploy.engines.vllm.spec import VllmEngine
@@ -58,6 +58,12 @@ class Vllm:
         from llmdeploy.engines.vllm.budget import vllm_budget
 
         return vllm_budget(req, arch, quant, total_gib, max_model_len)
+
+    def pipeline_split(self, version: str | None, num_layers: int, pp: int) -> tuple[int, ...]:
+        from llmdeploy.engines.vllm.pipeline import stage_layers
+        from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
+
+        return stage_layers(version or DEFAULT_VLLM_VERSION, num_layers, pp)
 
     def plan(
         self, spec: Spec, instance: Instance, sizing: Sizing, header_command: str

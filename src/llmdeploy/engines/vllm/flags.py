@@ -62,6 +62,10 @@ API_SERVER_COMMAND: Final = ("python3", "-m", "vllm.entrypoints.openai.api_serve
 _ARG_UTILS_062 = "vllm/engine/arg_utils.py@v0.6.2"
 _CLI_ARGS_062 = "vllm/entrypoints/openai/cli_args.py@v0.6.2"
 _CLI_ARGS_0190 = "vllm/entrypoints/openai/cli_args.py@v0.19.0"
+# the multi-node fields, ParallelConfig.<field> in both releases
+_PARALLEL_0111 = (
+    "vllm/config/parallel.py@v0.11.1 (ParallelConfig.{}); vllm/config/parallel.py@v0.33.0"
+)
 
 
 class UnsupportedFlagError(errors.UnsupportedFlagError, ValueError):
@@ -305,6 +309,57 @@ _FLAGS: dict[str, tuple[FlagSpec, ...]] = {
             f"{_ARG_UTILS_062}; vllm/config/parallel.py@v0.19.0 (DistributedExecutorBackend)",
             note="ray|mp in 0.6.x; + uni|external_launcher from 0.7.0; argparse choices "
             "dropped in 0.10.2 (checked by the config instead)",
+        ),
+    ),
+    # Multi-node with the mp executor: one `vllm serve` per node, the leader at node rank 0.
+    # /work/notes/vllm-parallel-flags.md (every checked release's parser, and ParallelConfig
+    # built with nnodes=2): all four first in 0.11.1 (0.11.0 refuses them), the same form up to
+    # 0.33.0; nnodes > 1 needs the mp executor.
+    "nnodes": (
+        _value(
+            "--nnodes",
+            "int",
+            _PARALLEL_0111.format("nnodes"),
+            since="0.11.1",
+            note="first in 0.11.1; alias -n, default 1",
+        ),
+    ),
+    "node_rank": (
+        _value(
+            "--node-rank",
+            "int",
+            _PARALLEL_0111.format("node_rank"),
+            since="0.11.1",
+            note="first in 0.11.1; alias -r, default 0 (the node that serves the API)",
+        ),
+    ),
+    "master_addr": (
+        _value(
+            "--master-addr",
+            "str",
+            _PARALLEL_0111.format("master_addr"),
+            since="0.11.1",
+            note="first in 0.11.1; default 127.0.0.1",
+        ),
+    ),
+    "master_port": (
+        _value(
+            "--master-port",
+            "int",
+            _PARALLEL_0111.format("master_port"),
+            since="0.11.1",
+            note="first in 0.11.1; default 29501",
+        ),
+    ),
+    "headless": (
+        FlagSpec(
+            "--headless",
+            "bool_store_true",
+            "0.9.0",
+            None,
+            "vllm/entrypoints/cli/serve.py@v0.9.0; vllm/entrypoints/common/cli_args.py@v0.33.0",
+            note="first in 0.9.0; data-parallel engine cores only up to 0.11.0, from 0.11.1 "
+            "also the workers of a multi-node mp replica (run_headless, serve.py@v0.11.1)",
         ),
     ),
     "disable_custom_all_reduce": (
@@ -773,8 +828,24 @@ def _format_number(value: float) -> str:
     return format(value, ".12g")
 
 
+@dataclass(frozen=True)
+class EnvRef:
+    """A value Kubernetes fills in from the container's environment when it starts the
+    container (``$(NAME)`` in ``args``), e.g. the node rank LeaderWorkerSet gives each pod."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", self.name):
+            raise ValueError(f"not an environment variable name: {self.name!r}")
+
+
 def _render_value(key: str, spec: FlagSpec, value: object) -> list[str]:
     vt = spec.value_type
+    if isinstance(value, EnvRef):
+        if vt not in ("int", "str"):
+            raise TypeError(f"{key}: an environment reference needs an int or str flag")
+        return [spec.name, f"$({value.name})"]
     if isinstance(value, bool):
         raise TypeError(f"{key}: expected {vt}, got bool")
     if vt == "int":

@@ -4,6 +4,7 @@ which verifies that the pinned version accepts every one of them."""
 from __future__ import annotations
 
 from llmdeploy.engines.vllm import flags
+from llmdeploy.engines.vllm.distributed import Distributed, distributed_options
 from llmdeploy.engines.vllm.facts import vllm_facts
 from llmdeploy.engines.vllm.spec import VllmEngine
 from llmdeploy.spec.sections import Spec
@@ -22,13 +23,18 @@ def model_source(spec: Spec) -> str:
     }[spec.model.loading.mode]
 
 
-def server_args(spec: Spec, quantization: str | None) -> tuple[str, ...]:
+def server_args(
+    spec: Spec, quantization: str | None, dist: Distributed | None = None
+) -> tuple[str, ...]:
     """The server's arguments for the pinned version (UnsupportedFlagError when that version's
-    parser does not accept one of them); ``quantization`` is the ``--quantization`` value."""
+    parser does not accept one of them); ``quantization`` is the ``--quantization`` value,
+    ``dist`` this pod's part in a pipeline-parallel or multi-node replica."""
     engine = spec.engine
     assert isinstance(engine, VllmEngine)
     model = model_source(spec)
-    return flags.build_args(engine.version, model, vllm_options(spec, model, quantization))
+    opts = vllm_options(spec, model, quantization)
+    opts.update(distributed_options(dist or Distributed()))
+    return flags.build_args(engine.version, model, opts)
 
 
 def vllm_options(spec: Spec, model_arg: str, quantization: str | None) -> dict[str, object]:

@@ -4,10 +4,12 @@ and the autoscaling query."""
 from __future__ import annotations
 
 from llmdeploy.catalog.ec2 import Instance
-from llmdeploy.engines.vllm import flags
+from llmdeploy.engines.vllm import flags, group
+from llmdeploy.engines.vllm.distributed import Distributed, multinode_backend
 from llmdeploy.engines.vllm.options import HTTP_PORT, MODEL_DIR, server_args
 from llmdeploy.engines.vllm.spec import VllmEngine
 from llmdeploy.plan.assemble import EngineParts
+from llmdeploy.plan.group import efa_devices, group_env
 from llmdeploy.plan.loading import cache_gib, model_loading
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
@@ -21,7 +23,7 @@ from llmdeploy.plan.pod import (
     startup_probe,
     workload_plan,
 )
-from llmdeploy.plan.types import Container, EnvVar, Mount, Port, Volume
+from llmdeploy.plan.types import ConfigEntry, Container, EnvVar, Mount, Port, Volume
 from llmdeploy.sizing.types import Sizing
 from llmdeploy.spec.sections import Spec
 
@@ -63,7 +65,11 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     fetch = (share.cpu, f"{min(8, int(share.memory.removesuffix('Gi')))}Gi")
     weights = model_loading(spec, cache_gib(checkpoint_gib), RUN_AS_USER, fetch)
 
-    args = server_args(spec, quantization_flag(spec, sizing))
+    nodes = sizing.nodes
+    dist = Distributed(sizing.pp, nodes, multinode_backend(engine) if nodes > 1 else None)
+    quantization = quantization_flag(spec, sizing)
+    args = server_args(spec, quantization, dist)
+    efa = efa_devices(spec, instance, nodes)
 
     env = [
         EnvVar("HOME", "/home/vllm"),
@@ -74,6 +80,7 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         EnvVar("XDG_CACHE_HOME", "/home/vllm/.cache"),
         EnvVar("VLLM_NO_USAGE_STATS", "1"),
         EnvVar("DO_NOT_TRACK", "1"),
+        *group_env(instance, nodes, efa),
     ]
     if engine.api_key_secret is not None:
         # Read by vLLM in every release llmdeploy renders (vllm/envs.py VLLM_API_KEY; the
@@ -99,13 +106,18 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     # the logs: the kubelet evicts a pod whose emptyDirs and containers together exceed it
     # (https://kubernetes.io/docs/concepts/storage/ephemeral-storage/).
     ephemeral_gib = HOME_GIB + TMP_GIB + weights.disk_gib + LOGS_GIB
-    # vLLM reads (and in huggingface mode first downloads) the checkpoint as stored.
+    # vLLM reads (and in huggingface mode first downloads) the checkpoint as stored; each
+    # pipeline stage reads only its own layers, but every pod downloads every file.
     budget = startup_budget_seconds(
         spec,
         checkpoint_gib,
         downloads_in_main=loading.mode == "huggingface",
         read_gib=read_gib(spec, sizing),
     )
+    config: tuple[ConfigEntry, ...] = ()
+    if group.uses_scripts(dist):
+        config, scripts_volume = group.scripts(spec)
+        volumes.append(scripts_volume)
     server = Container(
         name="vllm",
         image=_image(engine),
@@ -114,7 +126,7 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         env=tuple(env),
         ports=(Port("http", HTTP_PORT),),
         mounts=tuple(mounts),
-        resources=pod_resources(spec, instance, ephemeral_gib),
+        resources=pod_resources(spec, instance, ephemeral_gib, efa=efa),
         startup_probe=startup_probe("/health", "http", budget),
         readiness_probe=readiness_probe("/health", "http"),
         liveness_probe=liveness_probe("/health", "http"),
@@ -125,13 +137,18 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     served = spec.model.served_name or spec.model.id
     selector = f'{{namespace="{spec.namespace}",model_name="{_promql_escape(served)}"}}'
     query = f"sum({flags.metric_name(engine.version, 'waiting')}{selector})"
+    init, worker = weights.init_containers, None
+    if nodes > 1:
+        worker_init, worker_server = group.worker(spec, server, quantization, dist)
+        worker = workload_plan(
+            spec, meta, (*init, *worker_init), (worker_server,), tuple(volumes), RUN_AS_USER
+        )
+        server = group.leader(server, dist)
     return EngineParts(
         engine="vllm",
         version=engine.version,
         meta=meta,
-        workload=workload_plan(
-            spec, meta, weights.init_containers, (server,), tuple(volumes), RUN_AS_USER
-        ),
+        workload=workload_plan(spec, meta, init, (server,), tuple(volumes), RUN_AS_USER),
         service_ports=(Port("http", HTTP_PORT),),
         monitor_port="http",  # vLLM serves /metrics on the API port
         client_ports=(HTTP_PORT,),
@@ -140,6 +157,9 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         pod_ephemeral_gib=ephemeral_gib,
         reads_s3=spec.model.loading.mode == "s3",
         kv_usage_query=f"max({flags.metric_name(engine.version, 'kv_usage')}{selector})",
+        config_map_data=config,
+        worker=worker,
+        nodes=nodes,
     )
 
 

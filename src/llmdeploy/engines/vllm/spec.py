@@ -39,6 +39,14 @@ class VllmEngine(EngineSection):
             "Prometheus need no key, and the NetworkPolicy remains the real boundary."
         ),
     )
+    distributed_executor_backend: Literal["auto", "mp", "ray"] = Field(
+        "auto",
+        description=(
+            "How the pods of a multi-node replica form one server: mp (--nnodes/--node-rank/"
+            "--master-addr, workers --headless) or ray (a Ray cluster across the pods). auto: "
+            "mp from the first release that has --nnodes (0.11.1), ray before it."
+        ),
+    )
 
     @field_validator("image")
     @classmethod
