@@ -14,6 +14,7 @@ import yaml
 
 from cluster_model import admits, rbac_allows, selects
 from llmdeploy import pipeline
+from llmdeploy.check.bundled import bundled_registry
 from llmdeploy.errors import SpecError
 from llmdeploy.plan.prometheus import kps_fullname
 from llmdeploy.spec import load
@@ -47,7 +48,8 @@ def kind(result: pipeline.Rendered, name: str) -> list[dict[str, Any]]:
 
 
 def with_prometheus(flavor: dict[str, Any], **over: Any) -> pipeline.Rendered:
-    return render(monitoring={"prometheus": flavor}, **over)
+    """Rendered with that Prometheus and the pipeline alerts on (they are off by default)."""
+    return render(monitoring={"prometheus": flavor, "alerts": True}, **over)
 
 
 def trigger(result: pipeline.Rendered) -> dict[str, Any]:
@@ -326,9 +328,15 @@ def test_alerts_parse_and_watch_the_series_keda_reads(prometheus: dict[str, Any]
     assert int(absent["for"][:-1]) * 60 >= budget
 
 
-def test_alerts_can_be_turned_off() -> None:
-    result = render(monitoring={"alerts": False})
+def test_alerts_are_off_by_default_so_a_default_render_is_fully_validated() -> None:
+    """No official PrometheusRule CRD is bundled (tests/test_crd_bundle.py): a default render
+    writes no object llmdeploy cannot validate."""
+    text = yaml.safe_dump(BASE, sort_keys=False)
+    result = pipeline.render_loaded(
+        load.load_spec_text(text, "spec.yaml"), header_command="t", crds=bundled_registry()
+    )
     assert not kind(result, "PrometheusRule") and "prometheus-rules.yml" not in dict(result.files)
+    assert not result.report.not_validated
 
 
 # --- vLLM's API key --------------------------------------------------------------------------
