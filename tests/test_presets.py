@@ -35,6 +35,13 @@ def test_the_catalog_is_broad() -> None:
     # several replicas per node where the GPUs allow it: at least one preset per kind of node
     assert any(p.replicas_per_node >= 4 for p in catalog)
     assert any(p.gpus_per_replica == 1 and p.replicas_per_node == 8 for p in catalog)
+    # mixture-of-experts with data and expert parallelism, and a multimodal model
+    moe = [p for p in catalog if p.spec.serving.expert_parallel and p.sizing.data_parallel > 1]
+    assert {p.parallelism for p in moe} == {"TP4 DP2 EP", "TP1 DP8 EP"}
+    assert all(
+        p.kv_tokens_per_replica == p.sizing.kv_cache_tokens * p.sizing.data_parallel for p in moe
+    )
+    assert any(p.sizing.request.architecture.multimodal for p in catalog)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -167,7 +174,7 @@ def test_the_table_has_a_row_per_preset_and_no_invented_throughput() -> None:
     for row, p in zip(rows, catalog, strict=True):
         cells = row.split()
         assert cells[-1] == "—"
-        assert cells[-2] == str(p.sizing.kv_cache_tokens)
+        assert cells[-2] == str(p.kv_tokens_per_replica)
         price = p.instance.price_usd_hr
         assert cells[-3] == ("—" if price is None else f"{price:.2f}")
 

@@ -199,8 +199,16 @@ def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
 def loaded_gib(out: Out) -> float:
     """What the server reads at start: vLLM and trtllm-serve the checkpoint's files as stored
     (for runtime FP8 the 16-bit ones), Triton the built engine (about its weights in GPU
-    memory)."""
-    return out.weights_gib if out.server["name"] == "triton" else out.sizing.checkpoint_gib
+    memory). Each data-parallel rank after the first reads its own copy of everything but the
+    routed experts, which are spread over all the pod's GPUs."""
+    if out.server["name"] == "triton":
+        return out.weights_gib
+    s, hw = out.sizing, out.spec.hardware
+    experts = dict(s.weights_breakdown_gib).get("experts", 0.0)
+    return (
+        s.checkpoint_gib
+        + (hw.data_parallel - 1) * (s.weights_gib_per_gpu - experts) * hw.tensor_parallel
+    )
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -211,12 +219,13 @@ def test_startup_probe_covers_download_load_and_warmup(preset: str, crds: object
     gbits = loaded_gib(out) * 2**30 * 8 / 1e9
     # each pipeline stage reads its own layers (every pod downloads all of them)
     needed = gbits / out.sizing.pp / st.disk_read_gbps + st.warmup_seconds
-    # The server downloads from the Hub itself unless an init container stages the files.
+    # The server downloads from the Hub itself unless an init container stages the files; it
+    # downloads the checkpoint once, whatever its data-parallel ranks then read.
     downloads_in_server = out.spec.model.loading.mode == "huggingface" and not out.pod.get(
         "initContainers"
     )
     if downloads_in_server:
-        needed += gbits / st.download_gbps
+        needed += out.sizing.checkpoint_gib * 2**30 * 8 / 1e9 / st.download_gbps
     assert budget >= needed * st.safety_factor, (budget, needed)
     assert budget < needed * st.safety_factor + 60  # rounded up to the minute, no more
     for name in ("startupProbe", "readinessProbe", "livenessProbe"):
@@ -232,8 +241,14 @@ def test_startup_budget_grows_with_model_size(preset: str, crds: object) -> None
     budgets = []
     for weights in (8.0, 40.0, 140.0, 400.0):
         tp = out.spec.hardware.tensor_parallel
+        scale = weights / tp / out.sizing.weights_gib_per_gpu  # every part of the weights alike
         sizing = dataclasses.replace(
-            out.sizing, weights_gib_per_gpu=weights / tp, checkpoint_gib=weights
+            out.sizing,
+            weights_gib_per_gpu=weights / tp,
+            checkpoint_gib=weights,
+            weights_breakdown_gib=tuple(
+                (k, v * scale) for k, v in out.sizing.weights_breakdown_gib
+            ),
         )
         the_plan = pipeline.make_plan(out.spec, sizing, "test")
         files = render.render_plan(the_plan, "test")
@@ -274,9 +289,9 @@ def test_readiness_and_liveness_do_not_kill_a_busy_pod(preset: str, crds: object
 @pytest.mark.parametrize("preset", PRESETS)
 def test_gpu_requests_equal_tensor_parallel_and_limits(preset: str, crds: object) -> None:
     out = rendered(preset, crds)
-    # TP GPUs per pod; TP x PP when the stages share one node; a group's pods each one stage
-    gpus = out.sizing.tp * (out.sizing.pp if out.sizing.nodes == 1 else 1)
-    assert gpus * out.sizing.nodes == out.sizing.tp * out.sizing.pp
+    # TP x DP GPUs per pod (x PP when the stages share one node); a group's pods each one stage
+    gpus = out.spec.hardware.gpus_per_pod
+    assert gpus * out.sizing.nodes == out.sizing.tp * out.sizing.pp * out.sizing.data_parallel
     for pod in out.pods:
         (server,) = pod["containers"]
         res = server["resources"]

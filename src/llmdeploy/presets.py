@@ -11,8 +11,9 @@ Sizing every preset takes a fraction of a second, so nothing is cached beyond th
 "Fits with margin" (:func:`margin_problems`) is a rule every preset must pass (tested):
 
 * it fits (the sizing has no reason to refuse it);
-* one replica's KV cache holds at least :data:`FULL_LENGTH_REQUESTS` requests of
-  ``serving.maxModelLen`` tokens at once, so one long request never stalls a replica;
+* one replica's KV cache (each data-parallel rank's, which serves a request alone) holds at
+  least :data:`FULL_LENGTH_REQUESTS` requests of ``serving.maxModelLen`` tokens at once, so one
+  long request never stalls a replica;
 * the SLO's peak (``slo.concurrentRequests`` requests of ``inputTokens + outputTokens``) needs
   at most ``autoscaling.maxReplicas`` - :data:`SPARE_REPLICAS` replicas: the fleet can still
   absorb the loss of a replica (or of a node's worth, on a preset whose nodes hold one) at peak;
@@ -75,8 +76,31 @@ class PresetSummary:
 
     @property
     def gpus_per_replica(self) -> int:
-        # the table's TP column: a replica on several nodes has `nodes` times as many
-        return self.spec.hardware.tensor_parallel
+        # the replica's GPUs over all its nodes
+        return self.gpus_per_pod * self.nodes
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs one pod requests: TP x DP (x PP) on one node, one pipeline stage per node."""
+        return self.spec.hardware.gpus_per_pod
+
+    @property
+    def parallelism(self) -> str:
+        """``TP2``, ``TP4 DP2 EP``, ``TP8 PP2``: how one replica splits the model over its GPUs."""
+        hw = self.spec.hardware
+        words = [f"TP{hw.tensor_parallel}"]
+        if self.sizing.pp > 1:
+            words.append(f"PP{self.sizing.pp}")
+        if hw.data_parallel > 1:
+            words.append(f"DP{hw.data_parallel}")
+        if self.spec.serving.expert_parallel:
+            words.append("EP")
+        return " ".join(words)
+
+    @property
+    def kv_tokens_per_replica(self) -> int:
+        """Every data-parallel rank holds its own KV cache (the sizing's tokens are one rank's)."""
+        return self.sizing.kv_cache_tokens * self.sizing.data_parallel
 
     @property
     def nodes(self) -> int:
@@ -86,7 +110,7 @@ class PresetSummary:
     @property
     def replicas_per_node(self) -> int:
         """Replicas one node holds (1 for a replica that spans several nodes)."""
-        return self.instance.pods_per_node(self.gpus_per_replica)
+        return self.instance.pods_per_node(self.gpus_per_pod)
 
     @property
     def engine(self) -> str:
@@ -127,8 +151,9 @@ def margin_problems(spec: Spec, sizing: Sizing) -> tuple[str, ...]:
     """Why ``spec`` does not fit with margin (the rule in the module docstring); () if it does."""
     out = [f"does not fit: {reason}" for reason in sizing.reasons]
     if sizing.max_concurrency < FULL_LENGTH_REQUESTS:
+        where = "engine rank's" if sizing.data_parallel > 1 else "replica's"
         out.append(
-            f"one replica's KV cache holds {sizing.max_concurrency} requests of "
+            f"one {where} KV cache holds {sizing.max_concurrency} requests of "
             f"{sizing.max_model_len} tokens, fewer than {FULL_LENGTH_REQUESTS}"
         )
     scaling = spec.autoscaling

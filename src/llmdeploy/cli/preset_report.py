@@ -21,7 +21,7 @@ COLUMNS = (
     "model",
     "engine",
     "instance",
-    "TP",
+    "parallel",
     "replicas/node",
     "quantization",
     "KV",
@@ -43,17 +43,17 @@ def _cells(p: PresetSummary) -> tuple[str, ...]:
         p.spec.model.id,
         p.engine,
         p.instance.name if p.nodes == 1 else f"{p.nodes} x {p.instance.name}",
-        str(p.gpus_per_replica),
+        p.parallelism,
         str(p.replicas_per_node) if p.nodes == 1 else f"1/{p.nodes}",
         p.quantization,
         p.spec.kv_cache_dtype,
         _price(p.instance.price_usd_hr),
-        str(p.sizing.kv_cache_tokens),
+        str(p.kv_tokens_per_replica),
         NOT_MODELLED if throughput is None else f"{throughput:.0f}",
     )
 
 
-_RIGHT = {"TP", "replicas/node", "$/h node", "KV tokens/replica"}
+_RIGHT = {"replicas/node", "$/h node", "KV tokens/replica"}
 
 
 def table(presets: Sequence[PresetSummary]) -> str:
@@ -115,8 +115,9 @@ def _margin(p: PresetSummary) -> list[str]:
     if p.margin_problems:
         return ["NOT MET", *p.margin_problems]
     s = p.sizing
+    where = "engine rank" if s.data_parallel > 1 else "replica"
     parts = [
-        f"{s.max_concurrency} requests of {s.max_model_len} tokens per replica "
+        f"{s.max_concurrency} requests of {s.max_model_len} tokens per {where} "
         f"(at least {FULL_LENGTH_REQUESTS})",
         f"{SPARE_REPLICAS} replica to spare at the SLO's peak",
     ]
@@ -158,7 +159,8 @@ def show(p: PresetSummary) -> str:
         ("engine", p.engine),
         (
             "instance",
-            f"{inst.name} ({inst.gpu_count} x {inst.gpu.model}), TP {p.gpus_per_replica}, "
+            f"{inst.name} ({inst.gpu_count} x {inst.gpu.model}), {p.parallelism} "
+            f"({_plural(p.gpus_per_replica, 'GPU')} per replica), "
             f"{_plural(p.replicas_per_node, 'replica')} per node",
         ),
         (
@@ -168,8 +170,9 @@ def show(p: PresetSummary) -> str:
         ("price", cost),
         (
             "KV cache",
-            f"{s.kv_cache_tokens} tokens per replica, {s.max_concurrency} requests of "
-            f"{s.max_model_len} tokens at once",
+            f"{p.kv_tokens_per_replica} tokens per replica, {s.max_concurrency} requests of "
+            f"{s.max_model_len} tokens at once"
+            + (f" on each of its {s.data_parallel} engine ranks" if s.data_parallel > 1 else ""),
         ),
         (
             "SLO",
