@@ -119,6 +119,7 @@ STAGES = (
     ("llmdeploy.catalog",),
     ("llmdeploy.spec",),
     ("llmdeploy.sizing",),
+    ("llmdeploy.perf",),
     ("llmdeploy.plan",),
     ("llmdeploy.render",),
     ("llmdeploy.check",),
@@ -326,6 +327,9 @@ class Echo:
 
     def memory_budget(self, req, arch, quant, total_gib, max_model_len):
         return vllm_budget(req, arch, quant, total_gib, max_model_len)
+
+    def engine_run(self, sizing, spec):
+        return None  # no performance constants fitted: its configurations are not estimated
 
     def plan(self, spec, instance, sizing, header_command):
         meta = meta_for(spec, "inference-server", spec.engine.version)

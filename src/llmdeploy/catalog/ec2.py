@@ -26,6 +26,10 @@ from importlib import resources
 # Measured on real hardware (shared/reference/README.md, "Units"): an H200 reports 143771 MiB
 # in nvidia-smi; the CSV still has "?" in that cell.
 _NVIDIA_SMI_MIB_OVERRIDES = {"NVIDIA H200 SXM 141GB": 143771}
+# The A10G's BF16 peak is "?" in the CSV (an AWS variant of the A10, whose datasheet says 125):
+# a GEMM benchmark on A10G peaks at ~69.5 TFLOPS BF16 (zzc0721/torch-performance-test-data#126,
+# quoted in shared/reference/gpus.csv), and the reference pack says to plan with ~70.
+_FP16_TFLOPS_OVERRIDES = {"NVIDIA A10G": 70.0}
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,10 @@ class Gpu:
     mem_bw_gbs: float | None
     fp8: bool
     karpenter_name: str
+    # dense tensor-core peaks from the datasheets (None: not known; FP8/INT8 None: no such units)
+    fp16_tflops: float | None = None
+    fp8_tflops: float | None = None
+    int8_tops: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,21 @@ class Instance:
     allocatable: Allocatable | None
     source: str
     price_as_of: str | None = None  # date of the price list the price comes from (YYYY-MM-DD)
+
+    @property
+    def link_gbs(self) -> float | None:
+        """GPU-to-GPU bandwidth per GPU and direction, GB/s, from the interconnect column:
+        NVLink figures there are per GPU, both directions (p4d "600 GB/s per GPU", p5 "900"),
+        so half (None where the figure is not known); PCIe x16 is 16 GB/s per direction on Gen3
+        and 32 on Gen4, which the g5, g6 and g6e rows name or imply (their GPUs are Gen4 cards).
+        None on a one-GPU size."""
+        text = self.interconnect
+        if self.gpu_count < 2:
+            return None
+        found = _LINK_GBS.search(text)
+        if self.nvlink:  # "NVLink 5 (? GB/s, unverified)": not known
+            return float(found[1]) / 2 if found else None
+        return 16.0 if "Gen3" in text else 32.0
 
     @property
     def size(self) -> str:
@@ -141,6 +164,7 @@ def _rows(name: str) -> list[dict[str, str]]:
     return list(csv.DictReader(text.splitlines()))
 
 
+_LINK_GBS = re.compile(r"(\d+) GB/s")
 _ALLOC = re.compile(r"cpu (\d+)m, memory (\d+)Mi, pods (\d+)")
 # The price column's source names the date of its price list: '... header "Last updated: DATE"'.
 _PRICE_DATE = re.compile(r"Last updated: (\d{4}-\d{2}-\d{2})")
@@ -164,6 +188,9 @@ def gpus() -> dict[str, Gpu]:
             mem_bw_gbs=_num(row["mem_bw_gbs"]),
             fp8=row["fp8_supported"].strip() == "yes",
             karpenter_name=_required(row, "karpenter_gpu_name"),
+            fp16_tflops=_FP16_TFLOPS_OVERRIDES.get(model) or _num(row["fp16_bf16_dense_tflops"]),
+            fp8_tflops=_num(row["fp8_dense_tflops"]),
+            int8_tops=_num(row["int8_dense_tops"]),
         )
     return out
 

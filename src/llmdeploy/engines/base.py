@@ -11,6 +11,8 @@ spec's ``engine.type`` (:mod:`llmdeploy.engines.registry`). An engine answers fi
 - what its spec section means for sizing (``SizingRequest`` fields);
 - its GPU-memory budget (:meth:`Engine.memory_budget`, used by the size stage), and how it
   divides the layers between pipeline stages (:meth:`Engine.pipeline_split`);
+- how it runs one replica in the performance model, with the constants fitted for its version
+  (:meth:`Engine.engine_run`, used by the perf stage);
 - its part of the plan (:meth:`Engine.plan`: containers, volumes, ports, the autoscaling query,
   ConfigMap entries and extra files), which :func:`llmdeploy.plan.assemble.assemble` completes
   with everything engine-independent.
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
     from llmdeploy.catalog.ec2 import Instance
     from llmdeploy.errors import Diagnostic
+    from llmdeploy.perf.constants import EngineRun
     from llmdeploy.plan.assemble import EngineParts
     from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
     from llmdeploy.spec.fields import EngineSection
@@ -87,6 +90,13 @@ class Engine(Protocol):
         """Decoder layers of each pipeline stage, first stage first, for ``version`` (None: the
         default one); None when llmdeploy serves this engine without pipeline parallelism
         (its ``check`` then refuses a spec that asks for it)."""
+        ...
+
+    def engine_run(self, sizing: Sizing, spec: Spec | None) -> EngineRun | None:
+        """How this engine runs one replica of ``sizing`` in the performance model (batching
+        limits, KV admission, precision) and the constants fitted for its version; ``spec`` is
+        None in quick mode (``size --model``). None: no constants fitted for this engine, so
+        its configurations are not estimated."""
         ...
 
     def plan(

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from llmdeploy.catalog.ec2 import Instance
     from llmdeploy.engines.trtllm.spec import TrtllmEngine
     from llmdeploy.errors import Diagnostic
+    from llmdeploy.perf.constants import EngineRun
     from llmdeploy.plan.assemble import EngineParts
     from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
     from llmdeploy.spec.fields import EngineSection
@@ -144,6 +145,11 @@ class Trtllm:
 
     def pipeline_split(self, version: str | None, num_layers: int, pp: int) -> None:
         return None  # one pod, tensor parallelism only (checks.py refuses pipeline parallelism)
+
+    def engine_run(self, sizing: Sizing, spec: Spec | None) -> EngineRun:
+        from llmdeploy.engines.trtllm.perf import engine_run
+
+        return engine_run(sizing, spec)
 
     def plan(
         self, spec: Spec, instance: Instance, sizing: Sizing, header_command: str

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from llmdeploy.catalog.ec2 import Instance
     from llmdeploy.engines.base import Ignored
     from llmdeploy.errors import Diagnostic
+    from llmdeploy.perf.constants import EngineRun
     from llmdeploy.plan.assemble import EngineParts
     from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
     from llmdeploy.spec.fields import EngineSection
@@ -64,6 +65,11 @@ class Vllm:
         from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
 
         return stage_layers(version or DEFAULT_VLLM_VERSION, num_layers, pp)
+
+    def engine_run(self, sizing: Sizing, spec: Spec | None) -> EngineRun:
+        from llmdeploy.engines.vllm.perf import engine_run
+
+        return engine_run(sizing)
 
     def plan(
         self, spec: Spec, instance: Instance, sizing: Sizing, header_command: str

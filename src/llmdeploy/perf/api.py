@@ -1,0 +1,243 @@
+"""Public entry points: estimate() for one load point, max_concurrency_meeting() for planning."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from llmdeploy.perf.sim import SimInput, SimResult, simulate
+from llmdeploy.perf.step import StepModel, build_step_model
+from llmdeploy.perf.types import (
+    Constants,
+    Deployment,
+    DominantTerm,
+    Hardware,
+    ModelGeometry,
+    PerfEstimate,
+    Workload,
+)
+from llmdeploy.perf.uncertainty import UNCERTAINTY
+
+__all__ = ["estimate", "max_concurrency_meeting", "percentile", "step_model"]
+
+
+def percentile(sorted_values: tuple[float, ...], p: float) -> float:
+    """Nearest-rank percentile of already sorted values."""
+    if not sorted_values:
+        return math.inf
+    i = max(0, min(len(sorted_values) - 1, math.ceil(p / 100.0 * len(sorted_values)) - 1))
+    return sorted_values[i]
+
+
+def _constants(dep: Deployment, constants: Constants) -> Constants:
+    c = constants
+    if dep.async_scheduling is not None and dep.async_scheduling != c.host_overlap:
+        c = dataclasses.replace(c, host_overlap=dep.async_scheduling)
+    return c
+
+
+def step_model(
+    hw: Hardware, model: ModelGeometry, dep: Deployment, constants: Constants
+) -> StepModel:
+    """The step-time model of one configuration (for inspection and reports)."""
+    return build_step_model(hw, model, dep, _constants(dep, constants))
+
+
+def _breakdown(sm: StepModel, b: float, ctx: float, pf: float) -> tuple[tuple[str, float], ...]:
+    g, a_dec, a_pf, ar, _fixed, _host, step = sm.times(b, ctx, pf, pf * pf / 2.0, 0.0, 0.0, 0.0)
+    tokens = b + pf
+    weights_side = sm.s_dense_w + sm.s_lm_w + sm.s_expert_w * min(sm.num_experts, tokens)
+    compute_side = (sm.s_dense_f + sm.s_expert_f) * tokens
+    parts: dict[str, float] = {
+        "weights bandwidth": 0.0,
+        "decode compute": 0.0,
+        "prefill compute": a_pf,
+        "KV reads": a_dec,
+        "all-reduce": ar,
+    }
+    if weights_side >= compute_side:
+        parts["weights bandwidth"] = g
+    else:
+        parts["decode compute"] = g * b / max(tokens, 1e-9)
+        parts["prefill compute"] += g * pf / max(tokens, 1e-9)
+    parts["overhead"] = max(0.0, step - sum(parts.values()))
+    total = sum(parts.values()) or 1.0
+    return tuple((k, v / total) for k, v in parts.items())
+
+
+def estimate(
+    hw: Hardware,
+    model: ModelGeometry,
+    dep: Deployment,
+    workload: Workload,
+    constants: Constants,
+) -> PerfEstimate:
+    """TTFT/ITL percentiles, throughput and the dominant cost of one replica at this load."""
+    if (workload.concurrency is None) == (workload.request_rate is None):
+        raise ValueError("give exactly one of concurrency and request_rate")
+    c = _constants(dep, constants)
+    sm = build_step_model(hw, model, dep, c)
+    reserve = dep.kv_admission == "reserve"
+    si = SimInput(
+        input_tokens=max(1.0, workload.input_tokens),
+        output_tokens=max(1.0, workload.output_tokens),
+        length_cv=max(0.0, workload.length_cv),
+        concurrency=workload.concurrency,
+        request_rate=workload.request_rate,
+        num_requests=workload.num_requests,
+        max_num_batched_tokens=dep.max_num_batched_tokens,
+        max_num_seqs=dep.max_num_seqs,
+        kv_capacity_tokens=dep.kv_capacity_tokens,
+        reserve_kv=reserve,
+        pre_engine_s=c.ttft_overhead_ms / 1000.0,
+        frontend_request_s=c.request_overhead_ms / 1000.0,
+        frontend_token_s=c.stream_token_us * 1e-6,
+    )
+    extra_clients = 0
+    if workload.concurrency is not None and workload.num_requests is None:
+        # Beyond the batch the engine can hold, more clients only wait in its queue: simulate
+        # just past that point and add the extra clients' wait by Little's law.
+        per_req = si.input_tokens + (si.output_tokens if reserve else 0.0)
+        hold = min(dep.max_num_seqs, int(dep.kv_capacity_tokens // max(1.0, per_req)))
+        c_sat = max(1, hold + max(2, hold // 10))
+        if workload.concurrency > c_sat:
+            extra_clients = workload.concurrency - c_sat
+            si = dataclasses.replace(si, concurrency=c_sat)
+    r: SimResult = simulate(sm, si)
+    if not r.feasible or not r.ttft:
+        inf = math.inf
+        return PerfEstimate(
+            inf,
+            inf,
+            inf,
+            inf,
+            inf,
+            inf,
+            0.0,
+            0.0,
+            0.0,
+            "overhead",
+            "queueing",
+            (),
+            r.kv_bound,
+            True,
+            inf,
+        )
+    b = max(r.mean_batch, 1.0)
+    bd = _breakdown(sm, b, b * r.mean_ctx, r.mean_prefill_tokens)
+    dominant: DominantTerm = "overhead"
+    best = -1.0
+    for name, share in bd:
+        if share > best:
+            best, dominant = share, name  # type: ignore[assignment]
+    lat = _latencies(r, steady=workload.num_requests is None)
+    ttft50, ttft99, ttft_mean, itl50, itl99, wait50 = lat
+    if extra_clients and r.requests_per_s > 0.0:
+        queued = extra_clients / r.requests_per_s
+        ttft50, ttft99, ttft_mean, wait50 = (
+            ttft50 + queued,
+            ttft99 + queued,
+            ttft_mean + queued,
+            wait50 + queued,
+        )
+    pre = si.pre_engine_s + si.frontend_request_s
+    ttft_dom: DominantTerm
+    if wait50 > 0.5 * ttft50:
+        ttft_dom = "queueing"
+    elif pre > 0.5 * ttft50:
+        ttft_dom = "overhead"
+    else:
+        ttft_dom = "prefill compute"
+    ms = 1000.0
+    return PerfEstimate(
+        ttft_p50_ms=ttft50 * ms,
+        ttft_p99_ms=ttft99 * ms,
+        ttft_mean_ms=ttft_mean * ms,
+        itl_p50_ms=itl50 * ms,
+        itl_p99_ms=itl99 * ms,
+        itl_mean_ms=r.itl_token_mean * ms,
+        output_tokens_per_s=r.output_tokens_per_s,
+        requests_per_s=r.requests_per_s,
+        mean_batch=r.mean_batch,
+        dominant_term=dominant,
+        ttft_dominant_term=ttft_dom,
+        step_breakdown=bd,
+        kv_bound=r.kv_bound,
+        saturated=r.saturated,
+        decode_step_ms=sm.step(b, b * r.mean_ctx) * ms,
+    )
+
+
+Latencies = tuple[float, float, float, float, float, float]
+
+
+def tail_mean(sorted_values: tuple[float, ...], share: float) -> float:
+    """Mean of the top ``share`` of sorted values (at least one): a p99 that does not jump
+    from one order statistic to the next as the load changes."""
+    if not sorted_values:
+        return math.inf
+    k = max(1, math.ceil(share * len(sorted_values)))
+    top = sorted_values[-k:]
+    return sum(top) / len(top)
+
+
+def _latencies(r: SimResult, steady: bool = False) -> Latencies:
+    """Percentiles over the simulated requests (seconds). A benchmark replay uses nearest-rank
+    percentiles like the benchmark clients; steady state uses the mean of the top 2% for p99."""
+    waits = tuple(sorted(a + f for a, f in zip(r.admit_wait, r.frontend_wait, strict=True)))
+
+    def p99(v: tuple[float, ...]) -> float:
+        return tail_mean(v, 0.02) if steady else percentile(v, 99)
+
+    return (
+        percentile(r.ttft, 50),
+        p99(r.ttft),
+        sum(r.ttft) / len(r.ttft),
+        percentile(r.tpot, 50),
+        p99(r.tpot),
+        percentile(waits, 50),
+    )
+
+
+def max_concurrency_meeting(
+    hw: Hardware,
+    model: ModelGeometry,
+    dep: Deployment,
+    input_tokens: float,
+    output_tokens: float,
+    ttft_ms: float | None,
+    itl_ms: float | None,
+    constants: Constants,
+    margin: float | None = None,
+) -> int:
+    """Highest closed-loop concurrency per replica whose p99 TTFT and p99 ITL meet the SLOs.
+
+    Each SLO is tightened by the calibration margin: slo / (1 + margin); ``margin=None`` uses
+    the fitted 90th-percentile error of that metric (UNCERTAINTY). Returns 0 when even one
+    request at a time misses. A missing SLO (None) is not checked.
+    """
+    m_ttft = UNCERTAINTY.margin("ttft") if margin is None else margin
+    m_itl = UNCERTAINTY.margin("itl") if margin is None else margin
+    ttft_lim = math.inf if ttft_ms is None else ttft_ms / (1.0 + m_ttft)
+    itl_lim = math.inf if itl_ms is None else itl_ms / (1.0 + m_itl)
+
+    def ok(cc: int) -> bool:
+        e = estimate(
+            hw, model, dep, Workload(input_tokens, output_tokens, concurrency=cc), constants
+        )
+        return e.ttft_p99_ms <= ttft_lim and e.itl_p99_ms <= itl_lim
+
+    per_req = max(1.0, input_tokens + output_tokens)
+    hi = max(1, min(dep.max_num_seqs, int(dep.kv_capacity_tokens // per_req) * 2 + 1))
+    if not ok(1):
+        return 0
+    if ok(hi):
+        return hi
+    lo = 1  # ok(lo) and not ok(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
