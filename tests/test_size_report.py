@@ -4,6 +4,7 @@ printed JSON or table, never the calculator's constants."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -13,9 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from conftest import load_script
+from llmdeploy.catalog.architecture import CheckpointQuant
 from llmdeploy.cli import commands as cli
 from llmdeploy.cli import size_report
-from llmdeploy.sizing import calculator
+from llmdeploy.sizing import calculator, requests
 from test_models import LLAMA_8B
 
 REPORT = load_script("scripts/calibration_report.py")
@@ -161,3 +163,290 @@ def test_a_float32_checkpoint_is_served_in_16_bit_by_default(tmp_path: Path) -> 
     assert fp32["kv_bytes_per_token_per_gpu"] == bf16["kv_bytes_per_token_per_gpu"] == 131072
     assert fp32["weights_gib_per_gpu"] == bf16["weights_gib_per_gpu"]
     assert fp32["checkpoint_gib"] == pytest.approx(2 * bf16["checkpoint_gib"], rel=1e-3)
+
+
+# --- the vLLM facts by release, at each boundary (docs/sizing.md §2 and its sources) ----------
+
+BOUNDARIES = [
+    # (last release before, first release with): what changes in the printed sizing
+    ("0.7.3", "0.8.0"),  # V1 engine: chunked prefill always on, 2048 batched tokens
+    ("0.8.5", "0.9.0"),  # large-GPU batch defaults: 8192 tokens, 1024 sequences
+    ("0.16.0", "0.17.0"),  # sampler peak 38.4 -> 14.9 B per (request x vocab) element
+    ("0.17.1", "0.18.0"),  # non-torch memory at TP 1: 0.13 -> 0.25 GiB
+    ("0.19.1", "0.20.0"),  # default gpu_memory_utilization 0.9 -> 0.92
+    ("0.20.2", "0.21.0"),  # the CUDA-graph estimate is subtracted from the budget
+]
+
+
+def _at(version: str, *more: str, code: int = 0) -> dict[str, Any]:
+    return size_json(
+        "--model", "qwen3-14b", "--gpu", "h100", "--max-model-len", "8192",
+        "--engine-version", version, *more, code=code,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(("before", "since"), BOUNDARIES)
+def test_each_vllm_fact_changes_at_its_release(before: str, since: str) -> None:
+    keys = (
+        "max_num_batched_tokens", "max_num_seqs", "activation_gib", "non_torch_gib",
+        "gpu_memory_utilization", "kv_cache_gib_per_gpu", "max_gpu_memory_utilization",
+    )  # fmt: skip
+    old, new = _at(before), _at(since)
+    changed = {k for k in keys if old[k] != new[k]}
+    expected = {
+        # and the TP-1 non-torch memory, 0.25 GiB before V1, 0.13 from 0.8 to 0.17
+        "0.8.0": {
+            "max_num_batched_tokens",
+            "activation_gib",
+            "non_torch_gib",
+            "kv_cache_gib_per_gpu",
+        },
+        "0.9.0": {
+            "max_num_batched_tokens",
+            "max_num_seqs",
+            "activation_gib",
+            "kv_cache_gib_per_gpu",
+        },
+        "0.17.0": {"activation_gib", "kv_cache_gib_per_gpu"},
+        "0.18.0": {"non_torch_gib", "kv_cache_gib_per_gpu"},
+        "0.20.0": {"gpu_memory_utilization", "kv_cache_gib_per_gpu"},
+        "0.21.0": {"kv_cache_gib_per_gpu", "max_gpu_memory_utilization"},
+    }[since]
+    assert changed == expected, (old, new)
+    assert (old["gpu_memory_utilization"], new["gpu_memory_utilization"]) == (
+        (0.9, 0.92) if since == "0.20.0" else (old["gpu_memory_utilization"],) * 2
+    )
+    if since == "0.18.0":
+        assert (old["non_torch_gib"], new["non_torch_gib"]) == (0.13, 0.25)
+    if since == "0.9.0":
+        assert (new["max_num_batched_tokens"], new["max_num_seqs"]) == (8192, 1024)
+
+
+def test_the_headroom_rule_and_its_largest_utilization() -> None:
+    """docs/sizing.md §2: the CUDA context (and, before 0.21, the CUDA graphs) must fit outside
+    the budget; the largest gpu_memory_utilization printed is the one that leaves them room."""
+    for version in ("0.20.2", "0.21.0"):
+        out = _at(version)
+        outside = out["context_gib"] + (0 if version == "0.21.0" else out["cudagraph_gib"])
+        total = out["gpu_total_gib"]
+        assert (
+            out["max_gpu_memory_utilization"] == math.floor((total - outside) / total * 100) / 100
+        )
+        tight = _at(version, "--gpu-memory-utilization", "0.995", code=4)
+        left = total - total * 0.995
+        assert tight["fits"] is False
+        assert tight["reasons"][0] == (
+            f"gpu_memory_utilization 0.995 leaves {left:.2f} GiB outside the budget, but the "
+            f"CUDA context and CUDA graphs need {outside:.2f} GiB there: lower it (or enforce "
+            "eager mode)"
+        )
+
+
+def test_a_kv_cache_that_does_not_fit_names_the_cuda_graphs_only_when_they_count() -> None:
+    for version, named in (("0.20.2", False), ("0.21.0", True)):
+        out = size_json(
+            "--model", "llama-3-70b", "--gpu", "a10g", "--tp", "4", "--engine-version", version,
+            code=4,
+        )  # fmt: skip
+        (reason,) = [r for r in out["reasons"] if r.startswith("no memory left")]
+        assert ("CUDA graphs" in reason) is named, reason
+
+
+@pytest.mark.parametrize(("gib", "tokens"), [(70.0, 8192), (69.99, 2048)])
+def test_the_large_gpu_defaults_start_at_70_gib(gib: float, tokens: int) -> None:
+    out = size_json("--model", "llama-3.1-8b", "--gpu-memory-gib", str(gib))
+    assert out["max_num_batched_tokens"] == tokens
+
+
+@pytest.mark.parametrize(
+    ("length", "tokens"), [(1024, 2048), (4096, 4096), (32768, 32768), (32769, 2048)]
+)
+def test_v0_profiles_the_whole_context_up_to_32k(length: int, tokens: int) -> None:
+    out = size_json(
+        "--model", "llama-3.1-8b", "--gpu", "h100", "--engine-version", "0.7.3",
+        "--max-model-len", str(length),
+    )  # fmt: skip
+    assert (out["max_num_batched_tokens"], out["max_num_seqs"]) == (tokens, 256)
+    assert (
+        f"vLLM 0.7.3 (V0 engine): activation profiled over {tokens} tokens; V0 accounting is "
+        "approximate"
+    ) in out["assumptions"]
+
+
+def test_fp8_on_a_gpu_without_fp8_is_weight_only_and_says_so() -> None:
+    out = size_json("--model", "llama-3.1-8b", "--gpu", "a100-80", "--quantization", "fp8")
+    assert (
+        "NVIDIA A100 SXM4 80GB has no FP8 tensor cores: vLLM runs fp8 weights weight-only "
+        "(Marlin); memory is the same"
+    ) in out["assumptions"]
+    h100 = size_json("--model", "llama-3.1-8b", "--gpu", "h100", "--quantization", "fp8")
+    assert not [a for a in h100["assumptions"] if "FP8 tensor cores" in a]
+    assert h100["weights_gib_per_gpu"] == out["weights_gib_per_gpu"]
+
+
+# --- TensorRT-LLM: the KV fraction of what is free (docs/sizing.md §7) ----------------------
+
+TRT_PRESETS = {"engine": "llama3-70b-trtllm-int4awq-p4d", "pytorch": "llama33-70b-trtllm-fp8-p5"}
+
+
+@pytest.mark.parametrize("backend", ["engine", "pytorch"])
+def test_trtllm_kv_cache_is_the_fraction_of_what_is_left(backend: str) -> None:
+    out = size_json("--preset", TRT_PRESETS[backend])
+    graphs = out["cudagraph_gib"]
+    assert (graphs > 0.5) is (backend == "pytorch")  # captured before the profiling run
+    free = out["gpu_total_gib"] - out["context_gib"] - out["weights_gib_per_gpu"]
+    free -= out["activation_gib"] + out["non_torch_gib"] + graphs
+    assert out["kv_cache_gib_per_gpu"] == pytest.approx(0.9 * free, abs=0.03)
+    assert out["block_size"] == 32 and out["kv_cache_groups"] == ["full"]
+    seqs = 128 if backend == "pytorch" else out["max_num_seqs"]
+    assert (out["max_num_batched_tokens"], out["max_num_seqs"]) == (8192, seqs)
+    assert out["gpu_memory_utilization"] is None and out["max_gpu_memory_utilization"] is None
+    expected = (
+        "TensorRT-LLM PyTorch backend: KV = free_gpu_memory_fraction x (total - peak"
+        if backend == "pytorch"
+        else "TensorRT-LLM: KV = kv_cache_free_gpu_mem_fraction x memory free after load"
+    )
+    assert any(a.startswith(expected) for a in out["assumptions"]), out["assumptions"]
+
+
+def test_trtllm_replicates_the_input_embedding() -> None:
+    """convert_checkpoint.py without --use_parallel_embedding: every rank holds the whole
+    input embedding (vLLM shards it), so TensorRT-LLM's weights per GPU are larger at TP > 1."""
+    args = ("--model", "llama-3-70b", "--instance", "p4d.24xlarge", "--tp", "4")
+    vllm = size_json(*args)
+    trt = size_json(*args, "--engine", "trtllm")
+    embedding = 128256 * 8192 * 2 / 2**30  # vocab x hidden x 2 B
+    assert trt["weights_gib_per_gpu"] - vllm["weights_gib_per_gpu"] == pytest.approx(
+        embedding * (1 - 1 / 4), abs=0.01
+    )
+
+
+def _trt(model: str, gpu: str, **changes: Any) -> dict[str, Any]:
+    """The sizing of a TensorRT-LLM request as ``size --json`` prints it. The PyTorch backend
+    and the checkpoints below are not reachable in quick mode, and a spec asking for them on a
+    GPU without FP8 is refused before sizing (spec/checks.py): the budget's own refusals are
+    the last line, tested here directly."""
+    req = requests.request_from_options(model, gpu=gpu, engine="trtllm")
+    sizing = calculator.compute(dataclasses.replace(req, **changes))
+    out: dict[str, Any] = json.loads(json.dumps(size_report.to_json(sizing)))
+    return out
+
+
+def test_trtllm_refuses_what_it_cannot_run() -> None:
+    quick = size_json(
+        "--model", "llama-3.1-8b", "--gpu", "a100-80", "--engine", "trtllm",
+        "--quantization", "fp8", code=4,
+    )  # fmt: skip
+    a100 = "NVIDIA A100 SXM4 80GB"
+    assert (
+        f"TensorRT-LLM FP8 needs FP8 tensor cores (Ada/Hopper); {a100} has none"
+        in (quick["reasons"])
+    )
+    assert size_json(
+        "--model", "llama-3.1-8b", "--gpu", "h100", "--engine", "trtllm", "--quantization", "fp8"
+    )["fits"]
+    kv = "an FP8 KV cache needs FP8 tensor cores (Ada/Hopper); {} has none"
+    for variant, refused in (("pytorch", True), ("engine", False)):
+        out = _trt("llama-3.1-8b", "a100-80", engine_variant=variant, kv_cache_dtype="fp8")
+        assert (kv.format(a100) in out["reasons"]) is refused
+    assert _trt("llama-3.1-8b", "h100", engine_variant="pytorch", kv_cache_dtype="fp8")["fits"]
+    arch = requests.request_from_options("llama-3.1-8b", gpu="h100").architecture
+    nvfp4 = dataclasses.replace(
+        arch, quantization=CheckpointQuant("nvfp4", 4, 16, 0.5 + 1 / 16, label="nvfp4")
+    )
+    for gpu, refused in (("h100", True), ("b200", False)):
+        out = _trt("llama-3.1-8b", gpu, engine_variant="pytorch", architecture=nvfp4)
+        hit = [r for r in out["reasons"] if r.startswith("NVFP4 checkpoints need Blackwell GPUs")]
+        assert bool(hit) is refused, out["reasons"]
+    for variant, path in (
+        ("pytorch", "PyTorch-backend path"),
+        ("engine", "Triton TensorRT-LLM backend path (trtllm-build)"),
+    ):
+        out = _trt("deepseek-v3", "h200", engine_variant=variant)
+        assert (
+            f"the {path} is not modelled for this architecture (MLA, MXFP4 experts, "
+            "state-space layers, cross-attention); use engine vllm"
+        ) in out["reasons"]
+    assert not [r for r in _trt("llama-3.1-8b", "h100")["reasons"] if "not modelled" in r]
+
+
+# --- usable memory, interconnect, and what the calculator reports about them ---------------
+
+
+def test_a_gpu_without_a_measurement_or_a_sibling_takes_the_lowest_measured_ratio() -> None:
+    from llmdeploy.catalog.ec2 import Gpu
+    from llmdeploy.sizing import gpu_memory
+
+    new = Gpu("new_gpu", "NVIDIA New GPU", "Blackwell", "12.0", 97887, None, True, "new")
+    found = gpu_memory.gpu_memory(new)
+    t4 = gpu_memory.gpu_by_key("t4")
+    assert found is not None and t4 is not None and t4.mem_mib_nvidia_smi is not None
+    ratio = 14.56 / (t4.mem_mib_nvidia_smi / 1024)  # the T4's, the lowest of the measured GPUs
+    assert found.total_gib == round(97887 / 1024 * ratio, 2)
+    assert found.source == (
+        f"derived: nvidia-smi 97887 MiB x {ratio:.4f} (torch/nvidia-smi ratio measured on "
+        "NVIDIA T4; no sibling named, so the lowest ratio measured on any GPU); not measured on "
+        "this GPU"
+    )
+    a100 = gpu_memory.gpu_memory(gpu_memory.gpu_by_key("a100-40"))  # type: ignore[arg-type]
+    assert a100 is not None and "no sibling named" not in a100.source
+
+
+def test_gpus_are_found_by_key_or_model_name_and_listed_when_unknown() -> None:
+    by_name = size_json(
+        "--model", "llama-3.1-8b", "--gpu", "NVIDIA A10G", "--max-model-len", "8192"
+    )
+    assert by_name["gpu"] == "NVIDIA A10G"
+    result = CliRunner().invoke(cli.app, ["size", "--model", "llama-3.1-8b", "--gpu", "x100"])
+    assert result.exit_code == 2
+    assert "unknown GPU 'x100': expected one of a100-40, a100-80, a10g, b200" in result.stderr
+
+
+@pytest.mark.parametrize(("gpu", "non_torch"), [("a10g", 0.40), ("a100-40", 0.75), ("h100", 2.20)])
+def test_quick_mode_takes_the_interconnect_of_the_gpus_multi_gpu_instances(
+    gpu: str, non_torch: float
+) -> None:
+    out = size_json("--model", "llama-3.1-8b", "--gpu", gpu, "--tp", "4")
+    assert out["non_torch_gib"] == non_torch
+
+
+def test_what_the_calculator_reports_about_its_inputs() -> None:
+    given = size_json("--model", "llama-3.1-8b", "--gpu-memory-gib", "70")
+    assert "GPU memory 70.0 GiB as given (torch-reported total)" in given["assumptions"]
+    unknown = size_json("--model", "llama-3.1-8b", "--instance", "p3dn.24xlarge", code=4)
+    assert unknown["gpu_total_gib"] == 0
+    assert (
+        "usable memory of NVIDIA V100 SXM2 32GB is not known: pass --gpu-memory-gib"
+        in unknown["reasons"]
+    )
+    long = size_json(
+        "--model", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "200000", code=4
+    )
+    assert (
+        "max model length 200000 exceeds the model's max_position_embeddings 131072"
+        in long["reasons"]
+    )
+    conflict = size_json(
+        "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--quantization", "int4-awq",
+        code=4,
+    )  # fmt: skip
+    assert any(r.startswith("the checkpoint is already quantized") for r in conflict["reasons"])
+
+
+def test_blocks_and_tokens_as_printed() -> None:
+    """Blocks are whole pages of the KV pool; full-attention models hold blocks x 16 tokens,
+    hybrid ones what their full-length requests hold (docs/sizing.md §4)."""
+    full = size_json("--preset", "llama3-70b-vllm-p4d")
+    pool = int(full["kv_cache_gib_per_gpu"] * 2**30)
+    page = full["kv_bytes_per_token_per_gpu"] * full["block_size"]
+    assert isinstance(full["num_gpu_blocks"], int)
+    assert abs(full["num_gpu_blocks"] - pool // page) <= 2  # the printed GiB is rounded
+    assert full["kv_cache_tokens"] == full["num_gpu_blocks"] * full["block_size"]
+    hybrid = size_json("--model", "gemma-2-9b", "--gpu", "h100", "--max-model-len", "8192")
+    assert hybrid["kv_cache_groups"] == ["sliding", "full"]
+    assert hybrid["kv_cache_tokens"] == pytest.approx(
+        hybrid["max_concurrency"] * hybrid["max_model_len"], abs=hybrid["max_model_len"] * 0.01
+    )
+    assert hybrid["kv_cache_tokens"] != hybrid["num_gpu_blocks"] * hybrid["block_size"]
+    none = size_json("--model", "llama-3-70b", "--instance", "g5.12xlarge", "--tp", "4", code=4)
+    assert (none["num_gpu_blocks"], none["kv_cache_tokens"], none["max_concurrency"]) == (0, 0, 0)

@@ -70,6 +70,7 @@ def to_json(sizing: Sizing) -> dict[str, Any]:
         "max_num_batched_tokens": s.max_num_batched_tokens,
         "max_num_seqs": s.max_num_seqs,
         "gpu_memory_utilization": s.gpu_memory_utilization,
+        "max_gpu_memory_utilization": s.max_gpu_memory_utilization,
         "budget_gib": round(s.budget_gib, 2),
         "weights_gib_per_gpu": round(s.weights_gib_per_gpu, 2),
         "checkpoint_gib": round(s.checkpoint_gib, 2),
