@@ -36,13 +36,13 @@ class Uncertainty:
 # fmt: off
 # BEGIN FITTED UNCERTAINTY
 UNCERTAINTY = Uncertainty(
-    throughput_median=0.158,
-    throughput_p90=0.396,
-    itl_median=0.171,
-    itl_p90=0.503,
-    ttft_median=0.557,
-    ttft_p90=2.064,
-    basis='leave-one-group-out CV residuals (fit.py --cv)',
+    throughput_median=0.149,
+    throughput_p90=0.321,
+    itl_median=0.159,
+    itl_p90=0.391,
+    ttft_median=0.502,
+    ttft_p90=1.355,
+    basis='leave-one-group-out CV residuals (scripts/perf_fit.py --cv)',
 )
 # END FITTED UNCERTAINTY
 # fmt: on
