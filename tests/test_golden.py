@@ -90,15 +90,16 @@ SIZED = sorted(p.parent.name for p in GOLDEN.glob("*/size.json"))
 
 @pytest.mark.parametrize("case", SIZED)
 def test_case_sizing_matches_golden(case: str, update_golden: bool) -> None:
-    """The sizing verdict of a case (``llmdeploy size spec.yaml --json``), byte for byte."""
+    """The sizing and performance verdicts of a case (``llmdeploy size spec.yaml --json``),
+    byte for byte."""
     import json
 
+    from llmdeploy import pipeline
     from llmdeploy.cli import size_report
-    from llmdeploy.sizing.requests import size_spec
 
-    spec = GOLDEN / case / "spec.yaml"
-    sizing = size_spec(load.load_spec_file(spec).spec, spec.parent)
-    text = json.dumps(size_report.to_json(sizing), indent=2) + "\n"
+    sized = pipeline.size_loaded(load.load_spec_file(GOLDEN / case / "spec.yaml"), performance=True)
+    doc = size_report.document(sized.sizing, sized.performance)
+    text = json.dumps(doc, indent=2) + "\n"
     expected = GOLDEN / case / "size.json"
     if update_golden:
         expected.write_text(text, encoding="utf-8")

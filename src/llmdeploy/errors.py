@@ -22,6 +22,7 @@ class ExitCode(enum.IntEnum):
     VALIDATION = 5  # a rendered or given manifest failed schema validation
     DRIFT = 6  # render --check found the output directory differs
     IO = 7  # a file could not be read or written
+    MISSES_SLO = 8  # the performance model says the SLO's latency targets are missed
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,18 @@ class DoesNotFitError(LlmdeployError):
     def __init__(self, message: str, sizing: object) -> None:
         super().__init__(message)
         self.sizing = sizing
+
+
+class MissesSloError(LlmdeployError):
+    """The performance model says the sized configuration misses a latency target of the SLO
+    at its load. Carries the sizing and the performance result."""
+
+    exit_code = ExitCode.MISSES_SLO
+
+    def __init__(self, message: str, sizing: object, performance: object) -> None:
+        super().__init__(message)
+        self.sizing = sizing
+        self.performance = performance
 
 
 class ValidationFailedError(LlmdeployError):

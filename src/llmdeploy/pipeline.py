@@ -18,6 +18,7 @@ from llmdeploy.errors import (
     Diagnostic,
     DoesNotFitError,
     LlmdeployError,
+    MissesSloError,
     Notice,
     SpecError,
     ValidationFailedError,
@@ -28,6 +29,7 @@ from llmdeploy.spec.load import LoadedSpec
 if TYPE_CHECKING:
     from llmdeploy.check.crd import CrdRegistry
     from llmdeploy.check.documents import CheckReport
+    from llmdeploy.perf.assess import Performance
     from llmdeploy.plan.types import Plan
     from llmdeploy.sizing.types import Sizing
     from llmdeploy.spec.sections import Spec
@@ -42,6 +44,7 @@ class Rendered:
     warnings: tuple[Diagnostic, ...] = ()  # every warning and note, located; the CLI prints them
     notices: tuple[Notice, ...] = ()  # the later stages' part of them, as they reported it
     executables: frozenset[str] = frozenset()  # files the plan marks executable (ExtraFile)
+    performance: Performance | None = None  # the perf stage's verdict, when the SLO has targets
 
 
 def yaml_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
@@ -62,13 +65,36 @@ class Sized:
     loaded: LoadedSpec
     sizing: Sizing
     warnings: tuple[Diagnostic, ...]  # the checks' and the sizing's, located; the CLI prints them
+    # the performance model at the SLO load; None when it was not asked for or the
+    # configuration does not fit (a model of a replica that cannot start means nothing)
+    performance: Performance | None = None
 
 
-def size_loaded(loaded: LoadedSpec, *, suggest: bool = True) -> Sized:
+def performance_of(spec: Spec | None, sizing: Sizing) -> Performance | None:
+    """The perf stage: the sized configuration at the spec's SLO load (None: it does not fit).
+    ``spec=None`` is quick mode (``size --model``): estimates at the request's load, no
+    latency targets."""
+    from llmdeploy.engines import registry
+    from llmdeploy.perf.assess import assess
+
+    if not sizing.fits or sizing.instance is None:
+        return None
+    return assess(sizing, registry.get(sizing.engine).engine_run(sizing, spec), spec)
+
+
+def _perf_warnings(loaded: LoadedSpec, perf: Performance | None) -> tuple[Diagnostic, ...]:
+    if perf is None:
+        return ()
+    field = "slo.ttftMs" if loaded.spec.slo.ttft_ms else "slo.itlMs"
+    return tuple(loaded.diagnostic(field, w, None, "warning") for w in perf.warnings())
+
+
+def size_loaded(loaded: LoadedSpec, *, suggest: bool = True, performance: bool = False) -> Sized:
     """The one validation path of every command that reads a spec (``size``, ``render``): the
     checks that need no sizing (:func:`llmdeploy.spec.checks.check_spec`), then the sizing,
     every error located in the spec. ``suggest=False`` computes suggestions only when the
-    configuration does not fit (``render`` needs them only to explain a refusal)."""
+    configuration does not fit (``render`` needs them only to explain a refusal).
+    ``performance=True`` adds the perf stage's result."""
     from llmdeploy.sizing.requests import size_spec
 
     warnings = check_spec(loaded)
@@ -78,9 +104,23 @@ def size_loaded(loaded: LoadedSpec, *, suggest: bool = True) -> Sized:
         if not sizing.fits and not suggest:  # the suggestions explain what would fit
             sizing = size_spec(loaded.spec, base_dir)
     nodes = _node_checks(loaded, sizing)
+    perf = performance_of(loaded.spec, sizing) if performance else None
     return Sized(
-        loaded=loaded, sizing=sizing, warnings=warnings + nodes + _at(loaded, sizing.notices)
+        loaded=loaded,
+        sizing=sizing,
+        warnings=warnings + nodes + _at(loaded, sizing.notices),
+        performance=perf,
     )
+
+
+def _with_queue_threshold(spec: Spec, perf: Performance | None) -> Spec:
+    """The spec with ``autoscaling.waitingRequestsPerReplica`` filled in from the model when
+    the spec leaves it out (docs/performance-model.md, "Autoscaling threshold")."""
+    a = spec.autoscaling
+    if a.waiting_requests_per_replica is not None or perf is None or perf.queue_threshold is None:
+        return spec
+    update = {"waiting_requests_per_replica": perf.queue_threshold}
+    return spec.model_copy(update={"autoscaling": a.model_copy(update=update)})
 
 
 def _node_checks(loaded: LoadedSpec, sizing: Sizing) -> tuple[Diagnostic, ...]:
@@ -115,8 +155,11 @@ def render_loaded(
     from llmdeploy.engines import registry
 
     spec = loaded.spec
-    sized = size_loaded(loaded, suggest=False)
-    sizing = sized.sizing
+    # the model runs only when its answer changes the output: a latency target to check, or
+    # the autoscaling threshold to derive from it
+    slo = spec.slo
+    sized = size_loaded(loaded, suggest=False, performance=bool(slo.ttft_ms or slo.itl_ms))
+    sizing, perf = sized.sizing, sized.performance
     if not sizing.fits and not force:
         raise DoesNotFitError(
             f"{loaded.label}: this configuration cannot start: " + "; ".join(sizing.reasons),
@@ -124,6 +167,14 @@ def render_loaded(
         )
     if sizing.instance is None:
         raise DoesNotFitError(f"{loaded.label}: no instance type fits", sizing)
+    if perf is not None and perf.meets_slo is False and not force:
+        raise MissesSloError(
+            f"{loaded.label}: the performance model says this configuration misses the SLO: "
+            + "; ".join(perf.misses()),
+            sizing,
+            perf,
+        )
+    spec = _with_queue_threshold(spec, perf)
     with located(loaded, registry.get(spec.engine.type).version_field):
         the_plan = make_plan(spec, sizing, header_command)
     files = render.render_plan(the_plan, loaded.label)
@@ -144,9 +195,10 @@ def render_loaded(
     return Rendered(
         loaded=loaded,
         sizing=sizing,
+        performance=perf,
         files=files,
         report=report,
-        warnings=sized.warnings + _at(loaded, the_plan.notices),
+        warnings=sized.warnings + _perf_warnings(loaded, perf) + _at(loaded, the_plan.notices),
         notices=sizing.notices + the_plan.notices,
         executables=frozenset(e.filename for e in the_plan.extra_files if e.executable),
     )

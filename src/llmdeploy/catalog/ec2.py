@@ -91,6 +91,10 @@ class Instance:
     allocatable: Allocatable | None
     source: str
     price_as_of: str | None = None  # date of the price list the price comes from (YYYY-MM-DD)
+    # Spot: a dated observation of the spot price in one region (spot-prices.csv); None where
+    # the catalog has none. Spot prices move: the date says when this one was seen.
+    spot_price_usd_hr: float | None = None
+    spot_price_as_of: str | None = None
 
     @property
     def link_gbs(self) -> float | None:
@@ -199,6 +203,7 @@ def gpus() -> dict[str, Gpu]:
 def instances() -> dict[str, Instance]:
     """Every catalogued EC2 GPU instance type, in catalog order."""
     gpu_by_model = gpus()
+    spot = {row["instance_type"]: row for row in _rows("spot-prices.csv")}
     out: dict[str, Instance] = {}
     for row in _rows("instances.csv"):
         alloc_match = _ALLOC.search(row["karpenter_allocatable"])
@@ -223,6 +228,12 @@ def instances() -> dict[str, Instance]:
             allocatable=alloc,
             source=row["source"],
             price_as_of=dated[1] if dated and price is not None else None,
+            spot_price_usd_hr=_num(spot[row["instance_type"]]["spot_price_usd_hr"])
+            if row["instance_type"] in spot
+            else None,
+            spot_price_as_of=spot[row["instance_type"]]["as_of"]
+            if row["instance_type"] in spot
+            else None,
         )
     return out
 

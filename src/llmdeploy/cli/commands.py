@@ -23,6 +23,7 @@ from llmdeploy.errors import (
     DriftError,
     ExitCode,
     LlmdeployError,
+    MissesSloError,
     SpecError,
     UsageError,
     ValidationFailedError,
@@ -116,6 +117,12 @@ def _fail(exc: LlmdeployError) -> NoReturn:
         for s in getattr(exc.sizing, "suggestions", ()):
             _err(f"  suggestion: {_suggestion_text(s)}")
         _err("  (use --force to render anyway; `llmdeploy size` shows the full breakdown)")
+    elif isinstance(exc, MissesSloError):
+        _err(f"error: {exc.message}")
+        _err(
+            "  (use --force to render anyway; `llmdeploy size` shows the estimate and "
+            "`llmdeploy plan` searches for configurations that meet it)"
+        )
     elif isinstance(exc, ValidationFailedError):
         _err(f"error: {exc.message}")
         if exc.report is not None:
@@ -285,7 +292,11 @@ def render(
         bool, typer.Option("--check", help="Do not write: exit 6 with a diff if -o DIR differs.")
     ] = False,
     force: Annotated[
-        bool, typer.Option("--force", help="Render even if the sizing check says it cannot start.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Render even if the sizing check says it cannot start or the SLO is missed.",
+        ),
     ] = False,
     crd_dir: CrdDirs = None,
     kube_version: KubeVersion = None,
@@ -345,6 +356,12 @@ def _render(
             _err(
                 f"warning: {res.loaded.label}: rendered with --force although it does not fit: "
                 + "; ".join(res.sizing.reasons)
+            )
+        perf = res.performance
+        if perf is not None and perf.meets_slo is False:
+            _err(
+                f"warning: {res.loaded.label}: rendered with --force although the performance "
+                "model says it misses the SLO: " + "; ".join(perf.misses())
             )
     _crd_notes([res.report for res in results], crds)
     if output == "-":
@@ -411,9 +428,10 @@ def size(
         typer.Option(help="Pipeline-parallel degree (default: --nodes)."),
     ] = None,
 ) -> None:
-    """Size GPU memory: weights, KV cache, concurrency, verdict and suggestions.
+    """Size GPU memory and model performance: weights, KV cache, concurrency, latency and
+    throughput at the SLO load, cost, verdicts and suggestions.
 
-    Exit 0 when it fits, 4 when it does not.
+    Exit 0 when it fits and meets the SLO, 4 when it does not fit, 8 when it misses the SLO.
     """
     _run(
         _size,
@@ -454,7 +472,8 @@ def _size(
     nodes: int,
     pp: int | None,
 ) -> None:
-    from llmdeploy.cli import size_report
+    from llmdeploy import pipeline
+    from llmdeploy.cli import perf_report, size_report
     from llmdeploy.sizing.requests import request_from_options
     from llmdeploy.sizing.suggest import size as size_with_suggestions
 
@@ -482,22 +501,97 @@ def _size(
             base_dir=Path.cwd(),
         )
         result = size_with_suggestions(req)
+        perf = pipeline.performance_of(None, result)
     else:
-        from llmdeploy import pipeline
-
-        sized = pipeline.size_loaded(_load_specs([spec] if spec is not None else [], preset)[0])
+        loaded = _load_specs([spec] if spec is not None else [], preset)[0]
+        sized = pipeline.size_loaded(loaded, performance=True)
         _print_warnings(sized.warnings)
-        result = sized.sizing
+        result, perf = sized.sizing, sized.performance
     if as_json:
         import json
 
-        sys.stdout.write(json.dumps(size_report.to_json(result), indent=2) + "\n")
+        sys.stdout.write(json.dumps(size_report.document(result, perf), indent=2) + "\n")
     else:
         from rich.console import Console
 
-        Console(soft_wrap=False).print(size_report.table(result))
+        console = Console(soft_wrap=False)
+        console.print(size_report.table(result))
+        if perf is not None:
+            console.print(perf_report.table(perf))
     if not result.fits:
         raise typer.Exit(int(ExitCode.DOES_NOT_FIT))
+    if perf is not None and perf.meets_slo is False:
+        raise typer.Exit(int(ExitCode.MISSES_SLO))
+
+
+# --- plan -------------------------------------------------------------------------------------
+
+
+@app.command()
+def plan(
+    spec: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Argument(help="Spec file whose model and SLO to plan for.", show_default=False),
+    ] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", "-p")] = None,  # noqa: UP045
+    engine: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--engine", help="Engines to try (repeat; default: the spec's)."),
+    ] = None,
+    family: Annotated[
+        Optional[list[str]],  # noqa: UP045
+        typer.Option("--family", help="Instance families to try (repeat; default: all)."),
+    ] = None,
+    top: Annotated[int, typer.Option(min=1, max=100, help="Configurations to show.")] = 10,
+    write: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Option("--write", help="Write the best configuration as a spec to this file."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Search instance type x TP x quantization x KV dtype x engine for configurations that
+    fit and meet the spec's SLO, cheapest per 1M output tokens first.
+
+    Exit 0 when one meets the SLO, 8 when none does, 4 when none fits.
+    """
+    _run(_plan, spec, preset, engine, family, top, write, as_json)
+
+
+def _plan(
+    spec: Path | None,
+    preset: str | None,
+    engines: list[str] | None,
+    families: list[str] | None,
+    top: int,
+    write: Path | None,
+    as_json: bool,
+) -> None:
+    from llmdeploy.cli import plan_report
+    from llmdeploy.perf.search import search
+    from llmdeploy.spec.edit import with_changes
+
+    loaded = _load_specs([spec] if spec is not None else [], preset)[0]
+    base_dir = loaded.path.parent if loaded.path is not None else None
+    result = search(loaded.spec, base_dir, engines, families, top)
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps(plan_report.to_json(result, top), indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        Console(soft_wrap=False).print(plan_report.table(result, top))
+    if not result.candidates:
+        _err("error: no configuration fits")
+        raise typer.Exit(int(ExitCode.DOES_NOT_FIT))
+    best = result.candidates[0]
+    if not best.meets:
+        _err("error: no configuration meets the SLO; the table shows the closest")
+        raise typer.Exit(int(ExitCode.MISSES_SLO))
+    if write is not None:
+        changes, replace = plan_report.winner_edits(loaded.spec, best)
+        _atomic_write(write, with_changes(loaded.text, changes, replace))
+        _err(f"wrote the best configuration to {write}")
 
 
 # --- validate ---------------------------------------------------------------------------------

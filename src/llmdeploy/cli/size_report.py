@@ -13,6 +13,8 @@ from llmdeploy.sizing.types import Sizing, StageSizing, Suggestion
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from llmdeploy.perf.assess import Performance
+
 
 def _suggestion_json(s: Suggestion) -> dict[str, Any]:
     return {
@@ -44,6 +46,13 @@ def _stage_json(x: StageSizing) -> dict[str, Any]:
         "num_gpu_blocks": x.num_gpu_blocks,
         "fits": x.fits,
     }
+
+
+def document(sizing: Sizing, performance: Performance | None) -> dict[str, Any]:
+    """What ``size --json`` prints: the sizing, then the performance model's result."""
+    from llmdeploy.cli import perf_report
+
+    return to_json(sizing) | {"performance": perf_report.to_json(performance)}
 
 
 def to_json(sizing: Sizing) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from llmdeploy.perf.types import (
 )
 from llmdeploy.perf.uncertainty import UNCERTAINTY
 
-__all__ = ["estimate", "max_concurrency_meeting", "percentile", "step_model"]
+__all__ = ["estimate", "max_concurrency_meeting", "percentile", "step_model", "throughput_ceiling"]
 
 
 def percentile(sorted_values: tuple[float, ...], p: float) -> float:
@@ -209,15 +209,21 @@ def max_concurrency_meeting(
     itl_ms: float | None,
     constants: Constants,
     margin: float | None = None,
+    margins: tuple[float, float] | None = None,
+    cap: int | None = None,
 ) -> int:
     """Highest closed-loop concurrency per replica whose p99 TTFT and p99 ITL meet the SLOs.
 
     Each SLO is tightened by the calibration margin: slo / (1 + margin); ``margin=None`` uses
-    the fitted 90th-percentile error of that metric (UNCERTAINTY). Returns 0 when even one
-    request at a time misses. A missing SLO (None) is not checked.
+    the fitted 90th-percentile error of that metric (UNCERTAINTY); ``margins`` gives the TTFT
+    and ITL margins separately. Returns 0 when even one request at a time misses. A missing SLO
+    (None) is not checked. ``cap``: no concurrency above it is tried (the load never gets
+    there), so the answer is at most ``cap``.
     """
     m_ttft = UNCERTAINTY.margin("ttft") if margin is None else margin
     m_itl = UNCERTAINTY.margin("itl") if margin is None else margin
+    if margins is not None:
+        m_ttft, m_itl = margins
     ttft_lim = math.inf if ttft_ms is None else ttft_ms / (1.0 + m_ttft)
     itl_lim = math.inf if itl_ms is None else itl_ms / (1.0 + m_itl)
 
@@ -229,6 +235,8 @@ def max_concurrency_meeting(
 
     per_req = max(1.0, input_tokens + output_tokens)
     hi = max(1, min(dep.max_num_seqs, int(dep.kv_capacity_tokens // per_req) * 2 + 1))
+    if cap is not None:
+        hi = max(1, min(hi, cap))
     if not ok(1):
         return 0
     if ok(hi):
@@ -241,3 +249,21 @@ def max_concurrency_meeting(
         else:
             hi = mid
     return lo
+
+
+def throughput_ceiling(
+    hw: Hardware,
+    model: ModelGeometry,
+    dep: Deployment,
+    input_tokens: float,
+    constants: Constants,
+    concurrency: int | None = None,
+) -> float:
+    """Output tokens/s one replica cannot exceed with at most ``concurrency`` requests in
+    flight: pure decode steps of the largest batch its limits and the load allow (every
+    sequence holding only its prompt), with no prefill and no frontend. A bound the search
+    ranks by before it simulates (``perf.search``)."""
+    sm = build_step_model(hw, model, dep, _constants(dep, constants))
+    cap = float(concurrency) if concurrency is not None else math.inf
+    batch = max(1.0, min(dep.max_num_seqs, dep.kv_capacity_tokens // max(1.0, input_tokens), cap))
+    return batch / sm.step(batch, batch * input_tokens)

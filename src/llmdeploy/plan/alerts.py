@@ -40,7 +40,7 @@ def alerts_plan(
         return None
     a = spec.autoscaling
     where = f"{spec.namespace}/{spec.name}"
-    queue_limit = a.waiting_requests_per_replica * a.max_replicas
+    queue_limit = a.queue_threshold * a.max_replicas
     rules = [
         AlertRule(
             name="ModelServerScalingMetricAbsent",
@@ -64,7 +64,7 @@ def alerts_plan(
             summary=f"{where}: more requests wait than {a.max_replicas} replicas absorb",
             description=(
                 f"More than {queue_limit} requests have waited for 15 minutes "
-                f"({a.waiting_requests_per_replica} per replica at maxReplicas "
+                f"({a.queue_threshold} per replica at maxReplicas "
                 f"{a.max_replicas}): raise autoscaling.maxReplicas or the capacity per replica."
             ),
         ),

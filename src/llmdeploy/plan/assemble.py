@@ -86,7 +86,7 @@ def scaler_plan(
         cooldown_period=a.cooldown_period,
         server_address=prom.address,
         query=query,
-        threshold=str(a.waiting_requests_per_replica),
+        threshold=str(a.queue_threshold),
         # Only the 0 <-> 1 step uses it (active iff value > activationThreshold,
         # prometheus_scaler.go GetMetricsAndActivity); minReplicas >= 1, written out anyway.
         activation_threshold="0",

@@ -335,6 +335,11 @@ class Fallback(SpecModel):
     )
 
 
+# Scale-out queue depth when the performance model gives none (no TTFT target, or a
+# configuration it does not model): llmdeploy's fixed default before the model existed.
+DEFAULT_WAITING_REQUESTS = 10
+
+
 class Autoscaling(SpecModel):
     """KEDA scaling on queued requests read from Prometheus."""
 
@@ -356,8 +361,16 @@ class Autoscaling(SpecModel):
         ),
     )
     max_replicas: int = Field(4, ge=1, le=1000)
-    waiting_requests_per_replica: int = Field(
-        10, ge=1, le=100_000, description="Queue depth per replica that triggers a scale-out."
+    waiting_requests_per_replica: int | None = Field(
+        None,
+        ge=1,
+        le=100_000,
+        description=(
+            "Queue depth per replica that triggers a scale-out. Default: the depth at which "
+            "the performance model says p99 TTFT would cross `slo.ttftMs` "
+            "(docs/performance-model.md); 10 without a TTFT target or a model of the "
+            "configuration."
+        ),
     )
     polling_interval: int = Field(15, ge=1, le=3600, description="KEDA pollingInterval (seconds).")
     cooldown_period: int = Field(
@@ -392,6 +405,12 @@ class Autoscaling(SpecModel):
     @classmethod
     def _address(cls, v: str | None) -> str | None:
         return v and check_no_credentials(v, "the Prometheus address", PROMETHEUS_AUTH_HINT)
+
+    @property
+    def queue_threshold(self) -> int:
+        """``waitingRequestsPerReplica`` as the plan uses it (the pipeline fills in the
+        model's value before planning when the spec leaves it out)."""
+        return self.waiting_requests_per_replica or DEFAULT_WAITING_REQUESTS
 
     @model_validator(mode="after")
     def _range(self) -> Autoscaling:

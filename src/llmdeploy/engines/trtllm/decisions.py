@@ -282,7 +282,7 @@ def plan_trtllm(
         readiness_path="/v2/health/ready",
         liveness_path="/v2/health/live",
         keda_query=query,
-        keda_threshold=str(spec.autoscaling.waiting_requests_per_replica),
+        keda_threshold=str(spec.autoscaling.queue_threshold),
         keda_rationale=rationale,
         init_containers=init,
     )
