@@ -42,7 +42,7 @@ from typer.testing import CliRunner
 from conftest import load_script, unvalidated_kinds
 from llmdeploy import pipeline
 from llmdeploy.cli import commands as cli
-from llmdeploy.errors import DoesNotFitError, ExitCode
+from llmdeploy.errors import DoesNotFitError, ExitCode, MissesSloError
 from llmdeploy.spec.load import load_spec_text
 from llmdeploy.spec.sections import API_VERSION, Spec
 
@@ -188,10 +188,13 @@ def run_spec_block(block: Block, workdir: Path, crds: object) -> None:
     name, text = found
     loaded = load_spec_text(text, block.where, workdir / (name or "spec.yaml"))
     expect_no_fit = "# expect: does-not-fit" in block.text
-    if expect_no_fit:
-        with pytest.raises(DoesNotFitError):
+    expect_miss = "# expect: misses-slo" in block.text
+    if expect_no_fit or expect_miss:
+        with pytest.raises(DoesNotFitError if expect_no_fit else MissesSloError):
             pipeline.render_loaded(loaded, header_command="docs", crds=crds)
-    result = pipeline.render_loaded(loaded, header_command="docs", crds=crds, force=expect_no_fit)
+    result = pipeline.render_loaded(
+        loaded, header_command="docs", crds=crds, force=expect_no_fit or expect_miss
+    )
     assert result.report.ok, f"{block.where}: rendered manifests are invalid"
     assert not unvalidated_kinds(result.report, crds), f"{block.where}: documents not validated"
 

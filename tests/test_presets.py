@@ -165,7 +165,7 @@ def test_margin_reports_a_configuration_that_does_not_fit() -> None:
 # --- what the CLI and the README print ------------------------------------------------------------
 
 
-def test_the_table_has_a_row_per_preset_and_no_invented_throughput() -> None:
+def test_the_table_has_a_row_per_preset_and_the_models_throughput() -> None:
     catalog = presets.catalog()
     text = preset_report.table(catalog)
     header, *rows = text.splitlines()
@@ -173,7 +173,11 @@ def test_the_table_has_a_row_per_preset_and_no_invented_throughput() -> None:
     assert [row.split()[0] for row in rows] == NAMES
     for row, p in zip(rows, catalog, strict=True):
         cells = row.split()
-        assert cells[-1] == "—"
+        # the performance model's figure at the SLO load, or "—" where it does not model it
+        perf = pipeline.size_loaded(load.load_spec_file(p.path), performance=True).performance
+        modelled = perf is not None and perf.estimate is not None
+        assert cells[-1] == (f"{perf.estimate.output_tokens_per_s:.0f}" if modelled else "—")
+        assert modelled == (p.sizing.pp == 1 and p.sizing.data_parallel == 1)
         assert cells[-2] == str(p.kv_tokens_per_replica)
         price = p.instance.price_usd_hr
         assert cells[-3] == ("—" if price is None else f"{price:.2f}")

@@ -23,8 +23,12 @@ Sizing every preset takes a fraction of a second, so nothing is cached beyond th
   cache as a fraction of the memory free after loading (TensorRT-LLM), that fraction is at most
   :data:`MAX_FREE_FRACTION`.
 
-Predicted throughput needs a latency model, which llmdeploy does not have yet: the field is
-there (``predicted_tokens_per_s``), always None, and shown as "—".
+* the performance model (docs/performance-model.md) says the preset meets its SLO's latency
+  targets at the SLO's peak, each tightened by the model's calibration error, within
+  ``maxReplicas``.
+
+``predicted_tokens_per_s`` is the model's output tokens/s of one replica at its share of the
+SLO's peak; None (shown as "—") where the model does not cover the configuration.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from llmdeploy.catalog.ec2 import Instance
+    from llmdeploy.perf.assess import Performance
     from llmdeploy.sizing.types import Sizing
     from llmdeploy.spec.sections import Spec
 
@@ -66,7 +71,8 @@ class PresetSummary:
     spec: Spec
     sizing: Sizing
     margin_problems: tuple[str, ...]
-    # Needs a latency model (not in llmdeploy yet): always None for now, shown as "—".
+    # the performance model's output tokens/s of one replica at its share of the SLO's peak;
+    # None where it does not model the configuration (shown as "—")
     predicted_tokens_per_s: float | None = None
 
     @property
@@ -147,9 +153,14 @@ def rationale(text: str, label: str) -> Rationale:
     return Rationale(summary=head[0], details=tuple(head[2:]))
 
 
-def margin_problems(spec: Spec, sizing: Sizing) -> tuple[str, ...]:
+def margin_problems(
+    spec: Spec, sizing: Sizing, performance: Performance | None = None
+) -> tuple[str, ...]:
     """Why ``spec`` does not fit with margin (the rule in the module docstring); () if it does."""
     out = [f"does not fit: {reason}" for reason in sizing.reasons]
+    if performance is not None:
+        out += [f"misses the SLO: {m}" for m in performance.misses()]
+        out += [f"SLO at risk: {w}" for w in performance.warnings()]
     if sizing.max_concurrency < FULL_LENGTH_REQUESTS:
         where = "engine rank's" if sizing.data_parallel > 1 else "replica's"
         out.append(
@@ -194,14 +205,18 @@ def _summary(name: str) -> PresetSummary:
             f"unknown preset {name!r}; available: {', '.join(pipeline.preset_names())}"
         )
     loaded = load.load_spec_file(path)
-    sized = pipeline.size_loaded(loaded, suggest=False)
+    sized = pipeline.size_loaded(loaded, suggest=False, performance=True)
+    perf = sized.performance
     return PresetSummary(
         name=name,
         path=path,
         rationale=rationale(path.read_text(encoding="utf-8"), f"preset {name}"),
         spec=loaded.spec,
         sizing=sized.sizing,
-        margin_problems=margin_problems(loaded.spec, sized.sizing),
+        margin_problems=margin_problems(loaded.spec, sized.sizing, perf),
+        predicted_tokens_per_s=perf.estimate.output_tokens_per_s
+        if perf is not None and perf.estimate is not None
+        else None,
     )
 
 

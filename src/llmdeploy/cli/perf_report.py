@@ -139,7 +139,9 @@ def table(p: Performance) -> RenderableType:
         f"{e.dominant_term}{', KV-cache bound' if e.kv_bound else ''})",
         f"  output: {e.output_tokens_per_s:.0f} tokens/s per replica",
     ]
-    if p.max_concurrency_meeting_slo is not None:
+    if p.max_concurrency_meeting_slo == 0:
+        lines.append("  misses the SLO (with the error margin) even with 1 request per replica")
+    elif p.max_concurrency_meeting_slo is not None:
         lines.append(
             f"  meets the SLO (with the error margin) up to {p.max_concurrency_meeting_slo} "
             "concurrent requests per replica"

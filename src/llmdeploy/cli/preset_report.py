@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from llmdeploy.perf.uncertainty import UNCERTAINTY
 from llmdeploy.presets import (
     FULL_LENGTH_REQUESTS,
     MAX_FREE_FRACTION,
@@ -81,7 +82,9 @@ def notes(presets: Sequence[PresetSummary]) -> list[str]:
     out = [
         f"$/h node: us-east-1 Linux on-demand price of the whole node, price list of {dates}"
         + (f"; {NOT_MODELLED}: no on-demand price ({', '.join(unpriced)})" if unpriced else ""),
-        f"predicted tok/s: {NOT_MODELLED} until llmdeploy has a latency model",
+        "predicted tok/s: output tokens/s of one replica at its share of the SLO's peak "
+        f"(performance model, median error {UNCERTAINTY.throughput_median:.0%}); "
+        f"{NOT_MODELLED}: not modelled",
         "details: llmdeploy presets show NAME",
     ]
     return out
@@ -90,6 +93,16 @@ def notes(presets: Sequence[PresetSummary]) -> list[str]:
 def listing(presets: Sequence[PresetSummary]) -> str:
     """``llmdeploy presets``: the table, then what its columns mean."""
     return table(presets) + "\n" + "".join(f"{line}\n" for line in notes(presets))
+
+
+def _throughput(p: PresetSummary) -> str:
+    tok_s = p.predicted_tokens_per_s
+    if tok_s is None:
+        return f"{NOT_MODELLED} (not modelled: docs/performance-model.md, blind spots)"
+    return (
+        f"{tok_s:.0f} output tokens/s per replica at its share of the SLO's peak (performance "
+        f"model, median error {UNCERTAINTY.throughput_median:.0%}; `llmdeploy size` has the rest)"
+    )
 
 
 def _md(text: str) -> str:
@@ -181,7 +194,7 @@ def show(p: PresetSummary) -> str:
             f"{_plural(s.replicas_for_slo or 0, 'replica')} ({s.slo_requests_per_replica} "
             f"requests each); autoscaling {scaling.min_replicas} to {scaling.max_replicas}",
         ),
-        ("throughput", f"{NOT_MODELLED} (predicted throughput needs a latency model)"),
+        ("throughput", _throughput(p)),
     ]
     margin, *why = _margin(p)
     facts.append(("margin", margin))

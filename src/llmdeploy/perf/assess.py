@@ -33,6 +33,7 @@ __all__ = ["Cost", "Performance", "Target", "assess", "gpu_share", "planning_mar
 
 # Without autoscaling the deployment runs minReplicas; quick mode (no spec) has no ceiling.
 _NO_CEILING = 1_000_000
+_MAX_EXTRA_REPLICAS = 4
 
 
 def planning_margin(metric: str, u: Uncertainty = UNCERTAINTY) -> float:
@@ -214,15 +215,34 @@ def assess(
     counts = [n for n in (for_memory, for_latency) if n]
     needed = max(counts) if counts else 1
     at_peak = max(1, min(needed, reachable))
+
+    def at_load(replicas: int) -> PerfEstimate:
+        load = Workload(n_in, n_out, concurrency=math.ceil(peak / replicas))
+        return api.estimate(hw, geo, dep, load, c)
+
+    def planned(e: PerfEstimate) -> bool:
+        return (not ttft_ms or e.ttft_p99_ms <= ttft_ms / (1 + m_ttft)) and (
+            not itl_ms or e.itl_p99_ms <= itl_ms / (1 + m_itl)
+        )
+
+    est = at_load(at_peak)
+    # p99 TTFT of a closed loop is not exactly monotone in the load (clients fall into step
+    # with the engine's iterations), so the search's answer is checked at the load it gives:
+    # a few more replicas until the estimate there meets the tightened targets too.
+    extra = 0
+    while max_c and not planned(est) and at_peak < reachable and extra < _MAX_EXTRA_REPLICAS:
+        at_peak, extra = at_peak + 1, extra + 1
+        est = at_load(at_peak)
+    if extra and planned(est):
+        for_latency = max(for_latency or 0, at_peak)
     per_replica = math.ceil(peak / at_peak)
-    est = api.estimate(hw, geo, dep, Workload(n_in, n_out, concurrency=per_replica), c)
     targets = []
     if ttft_ms:
         targets.append(Target("ttft", ttft_ms, est.ttft_p99_ms, m_ttft, est.ttft_dominant_term))
     if itl_ms:
         targets.append(Target("itl", itl_ms, est.itl_p99_ms, m_itl, est.dominant_term))
     queue: int | None = None
-    if ttft_ms and threshold:
+    if ttft_ms and threshold and (spec is None or spec.autoscaling.enabled):
         # The queue depth at which p99 TTFT would cross the (tightened) target: the clients
         # beyond the batch the replica decodes at the highest concurrency that still meets it.
         c_ttft = max_c if not itl_ms else meeting(ttft_ms, None)

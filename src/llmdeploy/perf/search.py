@@ -2,11 +2,11 @@
 
 The search varies what decides speed and cost and keeps the rest of the spec: instance family
 (the sizing picks the cheapest size of each that fits), tensor-parallel degree, quantization
-(the spec's, and FP8 computed at load time from a 16-bit checkpoint where the engine and GPU
-support it), KV-cache dtype and engine. Each candidate is validated as a spec, sized and put
-through the performance model with no replica ceiling; the ranking is by $ per 1M output
-tokens at the SLO's load with the replicas its latency and memory need, then by the fleet's
-$/h. Candidates whose spec, engine or sizing refuses them are dropped, with a count.
+(the spec's, and from a 16-bit checkpoint what the engine quantizes at load or build time,
+where the GPU supports it), KV-cache dtype and engine. Each candidate is validated as a spec,
+sized and put through the performance model with no replica ceiling; the ranking is by $ per
+1M output tokens at the SLO's load with the replicas its latency and memory need, then by
+the fleet's $/h. Candidates whose spec, engine or sizing refuses them are dropped, counted.
 """
 
 from __future__ import annotations
@@ -101,10 +101,13 @@ def _families(only: Sequence[str] | None) -> list[str]:
 def _variants(
     spec: Spec, engines: Sequence[str], families: Sequence[str]
 ) -> Iterator[tuple[tuple[str, Any], ...]]:
-    quants = [spec.quantization] + (["fp8"] if spec.quantization == "none" else [])
     max_gpus = {f: max(i.gpu_count for i in ec2.instances().values() if i.family == f)
                 for f in families}  # fmt: skip
     for engine in engines:
+        # from a 16-bit checkpoint, every quantization the engine produces at load or build
+        # time (vLLM: FP8; TensorRT-LLM engines: FP8, INT8, INT4 AWQ/GPTQ)
+        runtime = registry.get(engine).runtime_quantizations if spec.quantization == "none" else ()
+        quants = [spec.quantization, *sorted(runtime)]
         for family in families:
             fp8 = any(i.gpu.fp8 for i in ec2.instances().values() if i.family == family)
             for tp in (t for t in TP_DEGREES if t <= max_gpus[family]):
