@@ -268,15 +268,21 @@ def variations(base: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def fits(spec: dict[str, Any]) -> bool:
-    """The spec validates and the sizing check says it can start (what `render` requires)."""
+    """The spec validates, the sizing check says it can start and the performance model does
+    not say it misses its SLO (what `render` requires)."""
+    from llmdeploy import pipeline
     from llmdeploy.sizing.requests import size_spec
     from llmdeploy.spec.sections import Spec
 
     try:
-        sizing = size_spec(Spec.model_validate(spec), None)
+        model = Spec.model_validate(spec)
+        sizing = size_spec(model, None)
     except Exception:
         return False
-    return bool(sizing.fits) and sizing.instance is not None
+    if not sizing.fits or sizing.instance is None:
+        return False
+    perf = pipeline.performance_of(model, sizing)
+    return perf is None or perf.meets_slo is not False
 
 
 def renders(preset: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from llmdeploy.perf.sim import SimInput, SimResult, simulate
@@ -65,6 +66,13 @@ def _breakdown(sm: StepModel, b: float, ctx: float, pf: float) -> tuple[tuple[st
     return tuple((k, v / total) for k, v in parts.items())
 
 
+# The simulation is deterministic and its inputs are frozen (hashable) dataclasses: a load
+# point computed once is reused, within one verdict (the searches over the load revisit
+# points) and across the specs of a fleet that share a configuration.
+ESTIMATE_CACHE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=ESTIMATE_CACHE_SIZE)
 def estimate(
     hw: Hardware,
     model: ModelGeometry,
