@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import io
 import json
 import math
 import re
+from pathlib import Path
 
 import pytest
+from ruamel.yaml import YAML
 
 from conftest import load_script, shared_dir
 from llmdeploy.perf.uncertainty import UNCERTAINTY
@@ -185,3 +188,21 @@ def test_docs_quote_the_stored_accuracy_and_margins() -> None:
     assert "median ({} throughput, {} ITL, {} TTFT)".format(*map(pct, medians)) in page
     p90 = (UNCERTAINTY.throughput_p90, UNCERTAINTY.itl_p90, UNCERTAINTY.ttft_p90)
     assert "90th percentile ({}, {}, {})".format(*map(pct, p90)) in page
+
+
+def test_report_judges_a_held_out_directory(tmp_path: Path) -> None:
+    """``perf_report.py DIR``: rows in the calibration format are judged with the shipped
+    constants, labelled held-out; a directory without any is refused."""
+    text = (CAL.DATA / "calibration.yaml").read_text()
+    rows = [r for r in YAML(typ="safe").load(text) if r["id"].startswith("trt014-")]
+    out = io.StringIO()
+    YAML().dump(rows[:2], out)
+    (tmp_path / "calibration.yaml").write_text(out.getvalue())
+    lines = REPORT.report(tmp_path, table=True)
+    assert lines[0].endswith(": held-out")
+    assert any(
+        line.startswith("trt014-online-llama31-70b-h100-tp4-467-256-qps2 ") for line in lines
+    )
+    assert RES.summary_line("all cases", RES.headline(REPORT.rows_of(tmp_path))) in lines
+    with pytest.raises(SystemExit):
+        REPORT.report(tmp_path / "empty", table=False)

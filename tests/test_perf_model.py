@@ -51,9 +51,8 @@ VLLM = constants_for(ROWS, "vllm", "0.24.0")
 
 EPS = 1e-9
 TOL = 5e-3  # flat saturated plateaus: simulation granularity
-# prefill-bound closed loops (long prompt, few output tokens) are flat in bandwidth; there the
-# deterministic simulation wiggles by a few percent from how prompts happen to collide
-TOL_FLAT = 0.05
+TOL_FLAT = 0.05  # compute-bound prefill-heavy closed loops, flat in bandwidth
+TOL_SHORT = 0.02  # requests with very few output tokens
 LOADS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 
@@ -181,9 +180,20 @@ def test_property_bandwidth(bw: float, factor: float, c: int, isl: int, osl: int
     w = Workload(isl, osl, concurrency=c)
     a = _est(dataclasses.replace(H100, mem_bw_gbs=bw), LLAMA8B, _dep(), w)
     b = _est(dataclasses.replace(H100, mem_bw_gbs=bw * factor), LLAMA8B, _dep(), w)
-    tol = TOL_FLAT if isl / osl > 20 else TOL
-    assert b.itl_p50_ms <= a.itl_p50_ms * (1 + tol)
+    prefill_heavy = isl / osl > 20
+    # prefill-heavy closed loops are compute-bound, flat in bandwidth: there the deterministic
+    # simulation wiggles by a few percent from how prompts happen to collide; a request of very
+    # few output tokens averages few gaps, and which prompt chunks fall among them moves its
+    # ITL (and a frontend-bound replica's request rate) by a percent or so
+    tol = TOL_FLAT if prefill_heavy else TOL_SHORT if osl <= 16 else TOL
     assert b.output_tokens_per_s >= a.output_tokens_per_s * (1 - tol)
+    assert b.requests_per_s >= a.requests_per_s * (1 - tol)  # Little: mean latency never rises
+    if prefill_heavy:
+        # and a faster GPU cycles the clients faster, so more prompt chunks interleave with
+        # each request's few decode steps: its ITL may rise (docs/performance-model.md,
+        # blind spot 12)
+        return
+    assert b.itl_p50_ms <= a.itl_p50_ms * (1 + tol)
     assert _e2e(b, osl) <= _e2e(a, osl) * (1 + tol)
 
 
