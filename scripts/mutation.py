@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Mutation testing of the core stages with mutmut, one target group at a time.
+
+Usage: python scripts/mutation.py [--group NAME ...] [--list-survivors] [--max-children N]
+                                  [--keep] [--list-groups]
+
+For each group: copies the repository's tracked files (as they are in the work tree) to a
+temporary directory, writes a ``[mutmut]`` section to its ``setup.cfg`` that mutates only the
+group's modules and runs only the test files that exercise them, runs ``mutmut run``, and prints
+killed / survived / score (killed over killed + survived; timeouts count as killed, as mutmut
+counts them). ``--list-survivors`` prints the surviving mutants' names; ``mutmut show NAME`` in
+the kept copy (``--keep``) prints a mutant's diff.
+
+mutmut is in the ``dev`` extra; it is not part of ``.ci/run`` or the pytest suite (a group takes
+minutes to an hour on two cores). Results and their date: docs/CONTRIBUTING.md, "Mutation
+testing".
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    name: str
+    mutate: tuple[str, ...]  # mutmut ``only_mutate`` globs, relative to the repository
+    tests: tuple[str, ...]  # the test files that exercise them
+
+
+GROUPS = (
+    Group(
+        "sizing",
+        ("src/llmdeploy/sizing/*",),
+        (
+            "tests/test_size.py",
+            "tests/test_size_report.py",
+            "tests/test_pipeline_sizing.py",
+            "tests/test_doc_numbers.py",
+            "tests/test_families.py",
+            "tests/test_golden.py",
+        ),
+    ),
+    Group(
+        "plan",
+        ("src/llmdeploy/plan/*",),
+        (
+            "tests/test_production.py",
+            "tests/test_workload.py",
+            "tests/test_capacity.py",
+            "tests/test_prometheus.py",
+            "tests/test_multinode.py",
+            "tests/test_golden.py",
+        ),
+    ),
+    Group("write", ("src/llmdeploy/write.py",), ("tests/test_write.py", "tests/test_cli.py")),
+    Group(
+        "budgets",
+        ("src/llmdeploy/engines/vllm/budget.py", "src/llmdeploy/engines/trtllm/budget.py"),
+        (
+            "tests/test_size.py",
+            "tests/test_size_report.py",
+            "tests/test_versions.py",
+            "tests/test_doc_numbers.py",
+            "tests/test_trtllm.py",
+            "tests/test_trtllm_pytorch.py",
+            "tests/test_golden.py",
+        ),
+    ),
+)
+KILLED = ("killed", "timeout")
+SURVIVED = ("survived",)
+
+
+def _config(group: Group) -> str:
+    def block(key: str, values: tuple[str, ...]) -> str:
+        return f"{key} =\n" + "".join(f"    {v}\n" for v in values)
+
+    return (
+        "[mutmut]\nsource_paths = src\n"
+        + block("only_mutate", group.mutate)
+        + block("pytest_add_cli_args_test_selection", group.tests)
+        + block("pytest_add_cli_args", ("-p", "no:cacheprovider"))
+        + block("also_copy", ("templates", "presets", "scripts", "docs", "README.md", "benchmarks"))
+    )
+
+
+def _copy_repo(dest: Path) -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.split("\0")
+    for rel in filter(None, files):
+        src = REPO / rel
+        if src.is_file():  # a file deleted in the work tree is not copied
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def _results(workdir: Path) -> dict[str, str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"],
+        cwd=workdir,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    rows = (line.strip().rpartition(": ") for line in out.splitlines() if ": " in line)
+    return {name: status for name, _, status in rows}
+
+
+def _score(statuses: list[str]) -> str:
+    counts = Counter(statuses)
+    killed = sum(counts[s] for s in KILLED)
+    survived = sum(counts[s] for s in SURVIVED)
+    others = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()) if s not in KILLED + SURVIVED)
+    score = f"{100 * killed / (killed + survived):.1f}%" if killed + survived else "-"
+    line = f"mutants: {len(statuses)}  killed: {killed}  survived: {survived}  score: {score}"
+    return line + (f"  ({others})" if others else "")
+
+
+def run_group(
+    group: Group, *, max_children: int, keep: bool, list_survivors: bool, only: list[str]
+) -> int:
+    workdir = Path(tempfile.mkdtemp(prefix=f"llmdeploy-mutation-{group.name}-"))
+    _copy_repo(workdir)
+    (workdir / "setup.cfg").write_text(_config(group), encoding="utf-8")
+    print(f"== {group.name}: mutating {' '.join(group.mutate)}", flush=True)
+    print(f"   tests: {' '.join(group.tests)}", flush=True)
+    with (workdir / "mutmut.log").open("w", encoding="utf-8") as log:
+        run = subprocess.run(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *only],
+            cwd=workdir,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    if run.returncode != 0:
+        print(f"   mutmut run failed (exit {run.returncode}); log: {workdir / 'mutmut.log'}")
+        return 1
+    results = _results(workdir)
+    if only:  # mutmut lists every mutant it generated; count the ones this run tested
+        results = {n: s for n, s in results.items() if s != "not checked"}
+    print(f"   {_score(list(results.values()))}")
+    by_module: dict[str, list[str]] = {}
+    for name, status in results.items():
+        by_module.setdefault(re.split(r"\.x[_\u01c1]", name)[0], []).append(status)
+    for module, statuses in sorted(by_module.items()):
+        print(f"     {module}: {_score(statuses)}")
+    if list_survivors:
+        for name in sorted(n for n, s in results.items() if s in SURVIVED):
+            print(f"   survived: {name}")
+    if keep:
+        print(f"   kept: {workdir} (mutmut show NAME there prints a mutant)")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = [g.name for g in GROUPS]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--group", action="append", choices=names, help="default: every group")
+    parser.add_argument("--list-survivors", action="store_true")
+    parser.add_argument("--list-groups", action="store_true")
+    parser.add_argument("--max-children", type=int, default=1, help="parallel mutant runs")
+    parser.add_argument("--keep", action="store_true", help="keep each group's copy")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="test only the mutants whose names match, e.g. 'llmdeploy.plan.pod.*'",
+    )
+    args = parser.parse_args(argv)
+    if args.list_groups:
+        for g in GROUPS:
+            print(f"{g.name}: {' '.join(g.mutate)}")
+            print(f"  tests: {' '.join(t.removeprefix('tests/') for t in g.tests)}")
+        return 0
+    if shutil.which("git") is None:
+        print("git is needed to list the repository's files", file=sys.stderr)
+        return 2
+    try:
+        import mutmut  # noqa: F401
+    except ImportError:
+        print("mutmut is not installed: pip install -e '.[dev]'", file=sys.stderr)
+        return 2
+    chosen = [g for g in GROUPS if args.group is None or g.name in args.group]
+    status = 0
+    for group in chosen:
+        status |= run_group(
+            group,
+            max_children=args.max_children,
+            keep=args.keep,
+            list_survivors=args.list_survivors,
+            only=args.only,
+        )
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
