@@ -83,10 +83,17 @@ def performance_of(spec: Spec | None, sizing: Sizing) -> Performance | None:
 
 
 def _perf_warnings(loaded: LoadedSpec, perf: Performance | None) -> tuple[Diagnostic, ...]:
+    """The perf stage's warnings, each located at the field it is about (the message names it)."""
     if perf is None:
         return ()
-    field = "slo.ttftMs" if loaded.spec.slo.ttft_ms else "slo.itlMs"
-    return tuple(loaded.diagnostic(field, w, None, "warning") for w in perf.warnings())
+
+    def field(message: str) -> str:
+        for name in ("slo.ttftMs", "slo.itlMs", "autoscaling.maxReplicas"):
+            if name in message:
+                return name
+        return "slo"
+
+    return tuple(loaded.diagnostic(field(w), w, None, "warning") for w in perf.warnings())
 
 
 def size_loaded(loaded: LoadedSpec, *, suggest: bool = True, performance: bool = False) -> Sized:

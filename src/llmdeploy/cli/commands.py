@@ -40,10 +40,11 @@ EPILOG = (
     "  llmdeploy render --preset llama3-8b-vllm-g5 -o -  # stream for kubectl apply -f -\n"
     "  llmdeploy render spec.yaml -o deploy/ --crd-dir crds/  # one file per resource\n"
     "  llmdeploy render --check spec.yaml -o deploy/  # CI drift check\n"
-    "  llmdeploy size spec.yaml  # does it fit?\n"
-    "  llmdeploy size --model llama-3-70b --instance g5.12xlarge --tp 4\n\n"
+    "  llmdeploy size spec.yaml  # does it fit, and does it meet the SLO?\n"
+    "  llmdeploy size --model llama-3-70b --instance g5.12xlarge --tp 4\n"
+    "  llmdeploy plan --preset llama3-70b-vllm-p4d --family p4d  # cheapest that meets it\n\n"
     "Exit codes: 0 ok, 1 internal error, 2 usage, 3 invalid spec, 4 does not fit, "
-    "5 validation failed, 6 drift, 7 I/O (docs/exit-codes.md)."
+    "5 validation failed, 6 drift, 7 I/O, 8 misses the SLO (docs/exit-codes.md)."
 )
 
 app = typer.Typer(
