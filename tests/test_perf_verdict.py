@@ -243,3 +243,17 @@ def test_a_target_met_only_inside_the_error_is_a_warning_at_its_field() -> None:
     assert warning.severity == "warning" and warning.line == itl_line
     (ceiling,) = [w for w in rendered.warnings if "autoscaling.maxReplicas" in w.message]
     assert "maxReplicas" in (ceiling.source_line or "")
+
+
+def test_quick_mode_takes_the_load_and_the_targets_as_options() -> None:
+    base = ["size", "--model", "llama-3-8b", "--instance", "g6e.xlarge", "--json"]
+    runner = CliRunner()
+    easy = runner.invoke(cli.app, [*base, "--concurrency", "4", "--itl-ms", "500"])
+    assert easy.exit_code == 0, easy.stderr
+    perf = json.loads(easy.stdout)["performance"]
+    assert perf["concurrent_requests_per_replica"] == 4 and perf["verdict"] == "meets"
+    missed = runner.invoke(cli.app, [*base, "--itl-ms", "1"])
+    assert missed.exit_code == ExitCode.MISSES_SLO
+    # with a spec the load is its `slo` section: the options are refused
+    refused = runner.invoke(cli.app, ["size", "--preset", "llama3-8b-vllm-g5", "--ttft-ms", "9"])
+    assert refused.exit_code == ExitCode.USAGE and "quick-mode options" in refused.stderr

@@ -70,16 +70,23 @@ class Sized:
     performance: Performance | None = None
 
 
-def performance_of(spec: Spec | None, sizing: Sizing) -> Performance | None:
+def performance_of(
+    spec: Spec | None,
+    sizing: Sizing,
+    *,
+    ttft_ms: float | None = None,
+    itl_ms: float | None = None,
+) -> Performance | None:
     """The perf stage: the sized configuration at the spec's SLO load (None: it does not fit).
-    ``spec=None`` is quick mode (``size --model``): estimates at the request's load, no
-    latency targets."""
+    ``spec=None`` is quick mode (``size --model``): estimates at the request's load, against
+    the latency targets given here (the spec's ``slo`` otherwise)."""
     from llmdeploy.engines import registry
     from llmdeploy.perf.assess import assess
 
     if not sizing.fits or sizing.instance is None:
         return None
-    return assess(sizing, registry.get(sizing.engine).engine_run(sizing, spec), spec)
+    run = registry.get(sizing.engine).engine_run(sizing, spec)
+    return assess(sizing, run, spec, ttft_ms, itl_ms)
 
 
 def _perf_warnings(loaded: LoadedSpec, perf: Performance | None) -> tuple[Diagnostic, ...]:

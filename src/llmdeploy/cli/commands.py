@@ -428,6 +428,26 @@ def size(
         Optional[int],  # noqa: UP045
         typer.Option(help="Pipeline-parallel degree (default: --nodes)."),
     ] = None,
+    concurrency: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(min=1, help="Quick mode: concurrent requests at peak (default 16)."),
+    ] = None,
+    input_tokens: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(min=1, help="Quick mode: prompt length (default 512)."),
+    ] = None,
+    output_tokens: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(min=1, help="Quick mode: completion length (default 256)."),
+    ] = None,
+    ttft_ms: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(min=1, help="Quick mode: p99 time-to-first-token target."),
+    ] = None,
+    itl_ms: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(min=1, help="Quick mode: p99 inter-token latency target."),
+    ] = None,
 ) -> None:
     """Size GPU memory and model performance: weights, KV cache, concurrency, latency and
     throughput at the SLO load, cost, verdicts and suggestions.
@@ -452,6 +472,7 @@ def size(
         as_json,
         nodes,
         pp,
+        (concurrency, input_tokens, output_tokens, ttft_ms, itl_ms),
     )
 
 
@@ -472,7 +493,10 @@ def _size(
     as_json: bool,
     nodes: int,
     pp: int | None,
+    load: tuple[int | None, int | None, int | None, int | None, int | None],
 ) -> None:
+    import dataclasses
+
     from llmdeploy import pipeline
     from llmdeploy.cli import perf_report, size_report
     from llmdeploy.sizing.requests import request_from_options
@@ -501,9 +525,21 @@ def _size(
             nodes=nodes,
             base_dir=Path.cwd(),
         )
+        concurrency, n_in, n_out, ttft_ms, itl_ms = load
+        req = dataclasses.replace(
+            req,
+            slo_concurrent_requests=concurrency or req.slo_concurrent_requests,
+            slo_input_tokens=n_in or req.slo_input_tokens,
+            slo_output_tokens=n_out or req.slo_output_tokens,
+        )
         result = size_with_suggestions(req)
-        perf = pipeline.performance_of(None, result)
+        perf = pipeline.performance_of(None, result, ttft_ms=ttft_ms, itl_ms=itl_ms)
     else:
+        if any(x is not None for x in load):
+            raise UsageError(
+                "--concurrency, --input-tokens, --output-tokens, --ttft-ms and --itl-ms are "
+                "quick-mode options; a spec sets them in its `slo` section"
+            )
         loaded = _load_specs([spec] if spec is not None else [], preset)[0]
         sized = pipeline.size_loaded(loaded, performance=True)
         _print_warnings(sized.warnings)
