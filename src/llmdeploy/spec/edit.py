@@ -16,7 +16,7 @@ __all__ = ["with_changes"]
 
 
 def with_changes(
-    text: str, changes: Mapping[str, Any], replace: Mapping[str, Mapping[str, Any]] = {}
+    text: str, changes: Mapping[str, Any], replace: Mapping[str, Mapping[str, Any]] | None = None
 ) -> str:
     """``text`` with each dotted camelCase path of ``changes`` set (mappings created as
     needed) and each section of ``replace`` replaced whole (its old keys dropped)."""
@@ -25,7 +25,7 @@ def with_changes(
     doc = yaml.load(text)
     if not isinstance(doc, CommentedMap):
         raise ValueError("a spec is a mapping")
-    for key, section in replace.items():
+    for key, section in (replace or {}).items():
         doc[key] = CommentedMap(section)
     for path, value in changes.items():
         *parents, leaf = path.split(".")
