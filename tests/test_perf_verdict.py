@@ -167,14 +167,22 @@ def test_a_tighter_itl_target_needs_at_least_as_many_replicas() -> None:
     assert needed == sorted(needed) and needed[-1] > needed[0]
 
 
-def test_a_replica_smaller_than_its_node_pays_its_share_of_the_node() -> None:
+def test_the_fleet_pays_whole_nodes_and_a_replica_its_share() -> None:
+    from llmdeploy.perf.assess import fleet_nodes
+
     text = spec_text(EASY, hardware={"instanceType": "p5.48xlarge", "tensorParallel": 2})
     s = sized(text)
     perf = s.performance
-    assert perf is not None and perf.on_demand is not None
+    assert perf is not None and perf.on_demand is not None and perf.estimate is not None
     price = ec2.instance("p5.48xlarge").price_usd_hr  # type: ignore[union-attr]
     assert gpu_share(s.sizing) == 2 / 8
     assert perf.on_demand.usd_per_hour == pytest.approx(price * 2 / 8)
+    # one TP 2 replica alone still takes the whole 8-GPU node
+    assert perf.replicas_at_peak == 1 and perf.on_demand.nodes == 1
+    assert perf.on_demand.fleet_usd_per_hour == pytest.approx(price)
+    per_m = price / (perf.estimate.output_tokens_per_s * 3600) * 1e6
+    assert perf.on_demand.usd_per_1m_output_tokens == pytest.approx(per_m)
+    assert [fleet_nodes(s.sizing, n) for n in (1, 4, 5, 8, 9)] == [1, 1, 2, 2, 3]
 
 
 def test_more_load_per_replica_is_never_faster() -> None:
@@ -257,3 +265,58 @@ def test_quick_mode_takes_the_load_and_the_targets_as_options() -> None:
     # with a spec the load is its `slo` section: the options are refused
     refused = runner.invoke(cli.app, ["size", "--preset", "llama3-8b-vllm-g5", "--ttft-ms", "9"])
     assert refused.exit_code == ExitCode.USAGE and "quick-mode options" in refused.stderr
+
+
+def test_plan_with_autoscaling_off_writes_the_fixed_replica_count(tmp_path: Path) -> None:
+    slo = {"concurrentRequests": 256, "inputTokens": 512, "outputTokens": 256, "itlMs": 45}
+    text = spec_text(slo, autoscaling={"enabled": False})
+    best = tmp_path / "best.yaml"
+    result = run(tmp_path, text, "plan", "--family", "g6e", "--write", str(best))
+    assert result.exit_code == 0, result.stderr
+    data = yaml.safe_load(best.read_text(encoding="utf-8"))
+    assert data["autoscaling"]["enabled"] is False
+    back = json.loads(run(tmp_path, best.read_text(encoding="utf-8"), "size", "--json").stdout)
+    perf = back["performance"]
+    assert data["autoscaling"]["minReplicas"] > 1  # the replicas the winner needs, fixed
+    assert perf["replicas"]["reachable"] == data["autoscaling"]["minReplicas"]
+    assert perf["replicas"]["needed"] <= perf["replicas"]["reachable"]
+    assert perf["verdict"] == "meets"
+
+
+def test_plan_write_keeps_the_users_other_hardware_keys_and_comments(tmp_path: Path) -> None:
+    text = spec_text(EASY, hardware={"instanceFamily": "g6e", "tensorParallel": 1, "efa": False})
+    text = text.replace("tensorParallel: 1", "tensorParallel: 1  # chosen by the capacity team")
+    best = tmp_path / "best.yaml"
+    assert run(tmp_path, text, "plan", "--family", "g6", "--write", str(best)).exit_code == 0
+    written = best.read_text(encoding="utf-8")
+    data = yaml.safe_load(written)
+    assert data["hardware"]["efa"] is False and "instanceFamily" not in data["hardware"]
+    assert data["hardware"]["instanceType"].startswith("g6.")
+    assert "# chosen by the capacity team" in written
+
+
+def test_plan_refuses_what_it_cannot_search(tmp_path: Path) -> None:
+    dp = spec_text(EASY, hardware={"instanceType": "p5.48xlarge", "tensorParallel": 1,
+                                   "dataParallel": 2})  # fmt: skip
+    refused = run(tmp_path, dp, "plan")
+    assert refused.exit_code == ExitCode.USAGE and "dataParallel" in refused.stderr
+    unpriced = run(tmp_path, spec_text(EASY), "plan", "--family", "p5e")
+    assert unpriced.exit_code == ExitCode.USAGE and "no on-demand price" in unpriced.stderr
+    stdout = run(tmp_path, spec_text(EASY), "plan", "--write", "-")
+    assert stdout.exit_code == ExitCode.USAGE and not (tmp_path / "-").exists()
+
+
+def test_render_notes_latency_targets_it_could_not_check() -> None:
+    text = spec_text(IMPOSSIBLE, hardware={"instanceType": "p5.48xlarge", "tensorParallel": 1,
+                                           "dataParallel": 2})  # fmt: skip
+    rendered = pipeline.render_loaded(load.load_spec_text(text, "spec.yaml"), header_command="t")
+    (note,) = [d for d in rendered.warnings if "not checked" in d.message]
+    assert note.severity == "note" and "data parallelism" in note.message
+
+
+def test_quick_mode_without_an_instance_says_why_there_is_no_estimate() -> None:
+    words = ["size", "--model", "llama-3-8b", "--gpu", "h100", "--ttft-ms", "100", "--json"]
+    result = CliRunner().invoke(cli.app, words)
+    assert result.exit_code == 0
+    perf = json.loads(result.stdout)["performance"]
+    assert perf["verdict"] == "not-modelled" and "instance" in perf["unsupported"]

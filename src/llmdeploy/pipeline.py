@@ -83,19 +83,33 @@ def performance_of(
     from llmdeploy.engines import registry
     from llmdeploy.perf.assess import assess
 
-    if not sizing.fits or sizing.instance is None:
+    if not sizing.fits:
         return None
     run = registry.get(sizing.engine).engine_run(sizing, spec)
     return assess(sizing, run, spec, ttft_ms, itl_ms)
 
 
 def _perf_warnings(loaded: LoadedSpec, perf: Performance | None) -> tuple[Diagnostic, ...]:
-    """The perf stage's warnings, each located at the field it is about (the message names it)."""
+    """The perf stage's warnings, each located at the field it is about (the message names it),
+    and a note when the spec's latency targets could not be checked."""
     if perf is None:
         return ()
+    slo = loaded.spec.slo
+    if perf.unsupported is not None and (slo.ttft_ms or slo.itl_ms):
+        at = "slo.ttftMs" if slo.ttft_ms else "slo.itlMs"
+        message = (
+            "latency targets not checked: the performance model does not cover this "
+            f"configuration: {perf.unsupported}"
+        )
+        return (loaded.diagnostic(at, message, None, "note"),)
 
     def field(message: str) -> str:
-        for name in ("slo.ttftMs", "slo.itlMs", "autoscaling.maxReplicas"):
+        for name in (
+            "slo.ttftMs",
+            "slo.itlMs",
+            "autoscaling.maxReplicas",
+            "autoscaling.minReplicas",
+        ):
             if name in message:
                 return name
         return "slo"

@@ -607,6 +607,8 @@ def _plan(
     from llmdeploy.perf.search import search
     from llmdeploy.spec.edit import with_changes
 
+    if write is not None and (str(write) == "-" or write.is_dir()):
+        raise UsageError(f"--write {write}: give a file to write the spec to")
     loaded = _load_specs([spec] if spec is not None else [], preset)[0]
     base_dir = loaded.path.parent if loaded.path is not None else None
     result = search(loaded.spec, base_dir, engines, families, top)
@@ -623,11 +625,11 @@ def _plan(
         raise typer.Exit(int(ExitCode.DOES_NOT_FIT))
     best = result.candidates[0]
     if not best.meets:
-        _err("error: no configuration meets the SLO; the table shows the closest")
+        _err("error: no configuration meets the SLO; the table shows the cheapest that fit")
         raise typer.Exit(int(ExitCode.MISSES_SLO))
     if write is not None:
-        changes, replace = plan_report.winner_edits(loaded.spec, best)
-        _atomic_write(write, with_changes(loaded.text, changes, replace))
+        changes, replace, drop = plan_report.winner_edits(loaded.spec, best)
+        _atomic_write(write, with_changes(loaded.text, changes, replace, drop))
         _err(f"wrote the best configuration to {write}")
 
 

@@ -29,12 +29,13 @@ def _r(x: float | None, nd: int = 1) -> float | None:
     return None if x is None else round(x, nd)
 
 
-def _cost_json(c: Cost | None, replicas: int) -> dict[str, Any] | None:
+def _cost_json(c: Cost | None) -> dict[str, Any] | None:
     if c is None:
         return None
     return {
         "usd_per_hour_per_replica": round(c.usd_per_hour, 3),
-        "usd_per_hour_at_peak": round(c.usd_per_hour * replicas, 2),
+        "nodes_at_peak": c.nodes,
+        "usd_per_hour_at_peak": round(c.fleet_usd_per_hour, 2),
         "usd_per_1m_output_tokens": _r(c.usd_per_1m_output_tokens, 3),
         "price_as_of": c.as_of,
     }
@@ -96,11 +97,9 @@ def to_json(p: Performance | None) -> dict[str, Any] | None:
         ],
         "misses": list(p.misses()),
         "warnings": list(p.warnings()),
-        "cost": {
-            "on_demand": _cost_json(p.on_demand, p.replicas_at_peak),
-            "spot": _cost_json(p.spot, p.replicas_at_peak),
-        },
+        "cost": {"on_demand": _cost_json(p.on_demand), "spot": _cost_json(p.spot)},
         "autoscaling_queue_threshold": p.queue_threshold,
+        "autoscaling_queue_threshold_in_spec": p.spec_queue_threshold,
     }
     return out
 
@@ -113,9 +112,19 @@ def _cost_text(label: str, c: Cost | None, replicas: int) -> str:
         if c.usd_per_1m_output_tokens is not None
         else ""
     )
-    fleet = f" (${c.usd_per_hour * replicas:.2f}/h for {replicas})" if replicas > 1 else ""
     dated = f" [{c.as_of}]" if c.as_of else ""
-    return f"{label}: ${c.usd_per_hour:.2f}/h per replica{fleet}{per_m}{dated}"
+    fleet = f"{replicas} replica{'s' if replicas != 1 else ''} on {c.nodes} node"
+    fleet += "s" if c.nodes != 1 else ""
+    return f"{label}: ${c.fleet_usd_per_hour:.2f}/h for {fleet}{per_m}{dated}"
+
+
+def _threshold_text(model: int, spec: int | None) -> str:
+    def n(x: int) -> str:
+        return f"{x} waiting request{'s' if x != 1 else ''} per replica"
+
+    if spec is None:
+        return f"autoscaling threshold: {n(model)} (the model's queue depth at the TTFT target)"
+    return f"autoscaling threshold: {n(spec)} (the spec's; the model's: {model})"
 
 
 def table(p: Performance) -> RenderableType:
@@ -154,10 +163,7 @@ def table(p: Performance) -> RenderableType:
     lines.append("  " + _cost_text("on-demand", p.on_demand, p.replicas_at_peak))
     lines.append("  " + _cost_text("spot", p.spot, p.replicas_at_peak))
     if p.queue_threshold is not None:
-        lines.append(
-            f"  autoscaling threshold: {p.queue_threshold} waiting request"
-            f"{'s' if p.queue_threshold != 1 else ''} per replica"
-        )
+        lines.append("  " + _threshold_text(p.queue_threshold, p.spec_queue_threshold))
     parts: list[RenderableType] = [Text("\n".join(lines))]
     v = verdict(p)
     if v != "no-targets":

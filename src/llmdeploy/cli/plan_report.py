@@ -84,7 +84,7 @@ def table(result: SearchResult, top: int) -> RenderableType:
             str(row["replicas"] or "-"),
             f"{row['ttft_p99_ms']:.0f}",
             f"{row['itl_p99_ms']:.1f}",
-            "meets" if c.meets else "misses",
+            ("meets" if c.meets else "misses") if c.performance.targets else "-",
             f"{row['usd_per_hour']:.2f}" if row["usd_per_hour"] is not None else "-",
             f"{row['usd_per_1m_output_tokens']:.2f}"
             if row["usd_per_1m_output_tokens"] is not None
@@ -99,22 +99,32 @@ def table(result: SearchResult, top: int) -> RenderableType:
     return Group(t, note)
 
 
-def winner_edits(spec: Spec, c: Candidate) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """(changes, whole sections replaced) that turn ``spec`` into the winner
-    (:func:`llmdeploy.spec.edit.with_changes`)."""
+def winner_edits(
+    spec: Spec, c: Candidate
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]], tuple[str, ...]]:
+    """(changes, whole sections replaced, paths dropped) that turn ``spec`` into the winner
+    (:func:`llmdeploy.spec.edit.with_changes`): every other key and comment is the user's."""
     values = dict(c.changes)
     inst = c.sizing.instance
     assert inst is not None
-    replace: dict[str, dict[str, Any]] = {
-        "hardware": {"instanceType": inst.name, "tensorParallel": values["hardware.tensorParallel"]}
+    changes: dict[str, Any] = {
+        "hardware.instanceType": inst.name,
+        "hardware.tensorParallel": values["hardware.tensorParallel"],
     }
+    if values["quantization"] != spec.quantization:
+        changes["quantization"] = values["quantization"]
+    if values["kvCacheDtype"] != spec.kv_cache_dtype:
+        changes["kvCacheDtype"] = values["kvCacheDtype"]
+    replace: dict[str, dict[str, Any]] = {}
     if values["engine.type"] != spec.engine.type:
         replace["engine"] = engine_section(values["engine.type"])
-    changes: dict[str, Any] = {
-        "quantization": values["quantization"],
-        "kvCacheDtype": values["kvCacheDtype"],
-    }
     needed = c.performance.replicas_needed or 1
-    if needed > spec.autoscaling.max_replicas:
+    a = spec.autoscaling
+    if not a.enabled:  # a fixed fleet: minReplicas replicas run
+        if needed != a.min_replicas:
+            changes["autoscaling.minReplicas"] = needed
+            if needed > a.max_replicas:
+                changes["autoscaling.maxReplicas"] = needed
+    elif needed > a.max_replicas:
         changes["autoscaling.maxReplicas"] = needed
-    return changes, replace
+    return changes, replace, ("hardware.instanceFamily",)

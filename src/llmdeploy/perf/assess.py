@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from llmdeploy.sizing.types import Sizing
     from llmdeploy.spec.sections import Spec
 
-__all__ = ["Cost", "Performance", "Target", "assess", "gpu_share", "planning_margin"]
+__all__ = ["Cost", "Performance", "Target", "assess", "fleet_nodes", "gpu_share", "planning_margin"]
 
 # Without autoscaling the deployment runs minReplicas; quick mode (no spec) has no ceiling.
 _NO_CEILING = 1_000_000
@@ -69,12 +69,15 @@ class Target:
 
 @dataclass(frozen=True)
 class Cost:
-    """Price of one replica and of a million output tokens at the estimated throughput."""
+    """What the replicas at the SLO's peak cost, and a million output tokens from them."""
 
-    # one replica: its nodes' price x the share of their GPUs it takes (replicas smaller than a
-    # node share it: each pod requests its GPUs and Karpenter packs pods onto nodes)
+    # one replica: its nodes' price x the share of their GPUs it takes (pods request their GPUs
+    # and Karpenter packs replicas onto a node)
     usd_per_hour: float
-    usd_per_1m_output_tokens: float | None  # None: no throughput
+    # the fleet at the peak: whole nodes (a node is paid for even when its other GPUs idle)
+    fleet_usd_per_hour: float
+    nodes: int
+    usd_per_1m_output_tokens: float | None  # the fleet's price over its tokens; None: none
     as_of: str | None  # date of the price list
 
 
@@ -91,11 +94,13 @@ class Performance:
     replicas_for_latency: int | None  # None: no latency target; 0 never happens
     max_concurrency_meeting_slo: int | None  # None: no latency target
     replicas_reachable: int
+    reachable_field: str  # the spec field that bounds the replicas
     targets: tuple[Target, ...]
     on_demand: Cost | None
     spot: Cost | None
     queue_threshold: int | None  # waiting requests per replica at which p99 TTFT crosses the SLO
     uncertainty: Uncertainty
+    spec_queue_threshold: int | None = None  # the spec's own waitingRequestsPerReplica
 
     @property
     def replicas_needed(self) -> int | None:
@@ -145,8 +150,7 @@ class Performance:
         if needed is not None and needed > self.replicas_reachable:
             out.append(
                 f"the SLO needs {needed} replicas at its peak (planned with the error margin); "
-                f"the deployment reaches "
-                f"{self.replicas_reachable} (autoscaling.maxReplicas)"
+                f"the deployment reaches {self.replicas_reachable} ({self.reachable_field})"
             )
         return tuple(out)
 
@@ -158,19 +162,39 @@ def gpu_share(sizing: Sizing) -> float:
     return min(1.0, per_node / sizing.instance.gpu_count)
 
 
-def _cost(price: float | None, sizing: Sizing, as_of: str | None, tok_s: float) -> Cost | None:
+def fleet_nodes(sizing: Sizing, replicas: int) -> int:
+    """Nodes ``replicas`` replicas occupy, packed as Karpenter packs their pods."""
+    if sizing.nodes > 1:
+        return replicas * sizing.nodes
+    share = gpu_share(sizing)
+    per_node = max(1, round(1 / share)) if share > 0 else 1
+    return math.ceil(replicas / per_node)
+
+
+def _cost(
+    price: float | None, sizing: Sizing, as_of: str | None, tok_s: float, replicas: int
+) -> Cost | None:
     if price is None:
         return None
-    per_hour = price * sizing.nodes * gpu_share(sizing)
-    per_m = per_hour / (tok_s * 3600.0) * 1e6 if tok_s > 0 else None
-    return Cost(usd_per_hour=per_hour, usd_per_1m_output_tokens=per_m, as_of=as_of)
+    nodes = fleet_nodes(sizing, replicas)
+    fleet = price * nodes
+    per_m = fleet / (tok_s * replicas * 3600.0) * 1e6 if tok_s > 0 else None
+    return Cost(
+        usd_per_hour=price * sizing.nodes * gpu_share(sizing),
+        fleet_usd_per_hour=fleet,
+        nodes=nodes,
+        usd_per_1m_output_tokens=per_m,
+        as_of=as_of,
+    )
 
 
-def _reachable(spec: Spec | None) -> int:
+def _reachable(spec: Spec | None) -> tuple[int, str]:
     if spec is None:
-        return _NO_CEILING
+        return _NO_CEILING, ""
     a = spec.autoscaling
-    return a.max_replicas if a.enabled else a.min_replicas
+    if a.enabled:
+        return a.max_replicas, "autoscaling.maxReplicas"
+    return a.min_replicas, "autoscaling.minReplicas: autoscaling is off"
 
 
 def assess(
@@ -189,14 +213,14 @@ def assess(
     req = sizing.request
     if spec is not None:
         ttft_ms, itl_ms = spec.slo.ttft_ms, spec.slo.itl_ms
-    reachable = _reachable(spec)
+    reachable, reachable_field = _reachable(spec)
     why = inputs.unsupported(sizing)
     if why is None and run is None:
         why = f"no performance constants fitted for {sizing.engine}"
     if why is not None or run is None:
         return Performance(
-            None, why, "", 0, 0, sizing.replicas_for_slo, None, None, reachable, (), None, None,
-            None, UNCERTAINTY,
+            None, why, "", 0, 0, sizing.replicas_for_slo, None, None, reachable, reachable_field,
+            (), None, None, None, UNCERTAINTY,
         )  # fmt: skip
     assert sizing.instance is not None  # unsupported() said so
     hw, geo, dep, c = inputs.hardware(sizing.instance), inputs.geometry(req.architecture), \
@@ -233,9 +257,12 @@ def assess(
     while max_c and not planned(est) and at_peak < reachable and extra < _MAX_EXTRA_REPLICAS:
         at_peak, extra = at_peak + 1, extra + 1
         est = at_load(at_peak)
-    if extra and planned(est):
-        for_latency = max(for_latency or 0, at_peak)
     per_replica = math.ceil(peak / at_peak)
+    if max_c and (extra or not planned(est)) and per_replica <= max_c:
+        # the load the search said meets the targets did not at this replica count: report
+        # the concurrency verified here (and the replicas it takes), not the search's answer
+        max_c = per_replica if planned(est) else per_replica - 1
+        for_latency = math.ceil(peak / max_c) if max_c else None
     targets = []
     if ttft_ms:
         targets.append(Target("ttft", ttft_ms, est.ttft_p99_ms, m_ttft, est.ttft_dominant_term))
@@ -261,9 +288,11 @@ def assess(
         replicas_for_latency=for_latency,
         max_concurrency_meeting_slo=max_c,
         replicas_reachable=reachable,
+        reachable_field=reachable_field,
         targets=tuple(targets),
-        on_demand=_cost(inst.price_usd_hr, sizing, inst.price_as_of, tok_s),
-        spot=_cost(inst.spot_price_usd_hr, sizing, inst.spot_price_as_of, tok_s),
+        on_demand=_cost(inst.price_usd_hr, sizing, inst.price_as_of, tok_s, at_peak),
+        spot=_cost(inst.spot_price_usd_hr, sizing, inst.spot_price_as_of, tok_s, at_peak),
         queue_threshold=queue,
         uncertainty=UNCERTAINTY,
+        spec_queue_threshold=spec.autoscaling.waiting_requests_per_replica if spec else None,
     )

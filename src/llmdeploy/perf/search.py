@@ -55,7 +55,7 @@ class Candidate:
     @property
     def fleet_usd_per_hour(self) -> float:
         c = self.performance.on_demand
-        return math.inf if c is None else c.usd_per_hour * self.replicas
+        return math.inf if c is None else c.fleet_usd_per_hour
 
     @property
     def usd_per_1m_output_tokens(self) -> float:
@@ -95,6 +95,12 @@ def _families(only: Sequence[str] | None) -> list[str]:
     unknown = [f for f in only if f not in ec2.families()]
     if unknown:
         raise UsageError(f"unknown instance family {unknown[0]!r}; known: {', '.join(known)}")
+    unpriced = [f for f in only if f not in known]
+    if unpriced:
+        raise UsageError(
+            f"instance family {unpriced[0]!r} has no on-demand price in the catalog, so it cannot "
+            f"be ranked by cost; priced families: {', '.join(known)}"
+        )
     return [f for f in known if f in only]
 
 
@@ -142,8 +148,9 @@ def _candidate_spec(spec: Spec, changes: tuple[tuple[str, Any], ...]) -> Spec:
     }
     data["quantization"] = values["quantization"]
     data["kvCacheDtype"] = values["kvCacheDtype"]
-    data.setdefault("autoscaling", {})["maxReplicas"] = NO_CEILING
-    data["autoscaling"]["minReplicas"] = 1
+    # the search finds the replica count: no ceiling, whatever the spec's autoscaling says
+    data["autoscaling"] = {**data.get("autoscaling", {}), "enabled": True, "minReplicas": 1,
+                           "maxReplicas": NO_CEILING}  # fmt: skip
     return SpecModel.model_validate(data)
 
 
@@ -164,6 +171,11 @@ def search(
 
     if spec.hardware.nodes_per_replica != 1:
         raise UsageError("plan searches one-node replicas; this spec spans several nodes")
+    if spec.hardware.data_parallel != 1 or spec.hardware.pipeline_parallel not in (None, 1):
+        raise UsageError(
+            "plan searches tensor-parallel replicas; the performance model does not cover "
+            "hardware.dataParallel or pipelineParallel, which this spec sets"
+        )
     engines = list(engines or [spec.engine.type])
     for name in engines:
         if name not in registry.names():

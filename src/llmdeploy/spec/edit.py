@@ -5,7 +5,7 @@ the user gets back is their spec with the changed fields, not a dump of the mode
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
@@ -16,10 +16,14 @@ __all__ = ["with_changes"]
 
 
 def with_changes(
-    text: str, changes: Mapping[str, Any], replace: Mapping[str, Mapping[str, Any]] | None = None
+    text: str,
+    changes: Mapping[str, Any],
+    replace: Mapping[str, Mapping[str, Any]] | None = None,
+    drop: Sequence[str] = (),
 ) -> str:
     """``text`` with each dotted camelCase path of ``changes`` set (mappings created as
-    needed) and each section of ``replace`` replaced whole (its old keys dropped)."""
+    needed; a key that exists keeps its place and comment), each section of ``replace``
+    replaced whole (its old keys dropped) and each path of ``drop`` removed."""
     yaml = _yaml()
     yaml.preserve_quotes = True
     doc = yaml.load(text)
@@ -27,6 +31,13 @@ def with_changes(
         raise ValueError("a spec is a mapping")
     for key, section in (replace or {}).items():
         doc[key] = CommentedMap(section)
+    for path in drop:
+        *parents, leaf = path.split(".")
+        node = doc
+        for part in parents:
+            node = node.get(part) if isinstance(node, CommentedMap) else None
+        if isinstance(node, CommentedMap) and leaf in node:
+            del node[leaf]
     for path, value in changes.items():
         *parents, leaf = path.split(".")
         node = doc
