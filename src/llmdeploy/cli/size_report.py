@@ -163,7 +163,7 @@ def table(sizing: Sizing) -> RenderableType:
         f"{s.max_model_len} tokens{per_rank}\n"
         f"SLO: {s.request.slo_concurrent_requests} concurrent x "
         f"{s.request.slo_input_tokens}+{s.request.slo_output_tokens} tokens; one replica holds "
-        f"{s.slo_requests_per_replica}; replicas needed: {s.replicas_for_slo or 'n/a'}"
+        f"{s.slo_requests_per_replica}; replicas for memory: {s.replicas_for_slo or 'n/a'}"
     )
     verdict = Text(
         "FITS" if s.fits else "DOES NOT FIT", style="bold green" if s.fits else "bold red"
