@@ -76,17 +76,19 @@ def performance_of(
     *,
     ttft_ms: float | None = None,
     itl_ms: float | None = None,
+    threshold: bool = True,
 ) -> Performance | None:
     """The perf stage: the sized configuration at the spec's SLO load (None: it does not fit).
     ``spec=None`` is quick mode (``size --model``): estimates at the request's load, against
-    the latency targets given here (the spec's ``slo`` otherwise)."""
+    the latency targets given here (the spec's ``slo`` otherwise). ``threshold=False`` skips
+    the model's autoscaling threshold."""
     from llmdeploy.engines import registry
     from llmdeploy.perf.assess import assess
 
     if not sizing.fits:
         return None
     run = registry.get(sizing.engine).engine_run(sizing, spec)
-    return assess(sizing, run, spec, ttft_ms, itl_ms)
+    return assess(sizing, run, spec, ttft_ms, itl_ms, threshold=threshold)
 
 
 def _perf_warnings(loaded: LoadedSpec, perf: Performance | None) -> tuple[Diagnostic, ...]:
@@ -117,12 +119,15 @@ def _perf_warnings(loaded: LoadedSpec, perf: Performance | None) -> tuple[Diagno
     return tuple(loaded.diagnostic(field(w), w, None, "warning") for w in perf.warnings())
 
 
-def size_loaded(loaded: LoadedSpec, *, suggest: bool = True, performance: bool = False) -> Sized:
+def size_loaded(
+    loaded: LoadedSpec, *, suggest: bool = True, performance: bool = False, threshold: bool = True
+) -> Sized:
     """The one validation path of every command that reads a spec (``size``, ``render``): the
     checks that need no sizing (:func:`llmdeploy.spec.checks.check_spec`), then the sizing,
     every error located in the spec. ``suggest=False`` computes suggestions only when the
     configuration does not fit (``render`` needs them only to explain a refusal).
-    ``performance=True`` adds the perf stage's result."""
+    ``performance=True`` adds the perf stage's result (``threshold=False``: without the
+    model's autoscaling threshold)."""
     from llmdeploy.sizing.requests import size_spec
 
     warnings = check_spec(loaded)
@@ -132,7 +137,7 @@ def size_loaded(loaded: LoadedSpec, *, suggest: bool = True, performance: bool =
         if not sizing.fits and not suggest:  # the suggestions explain what would fit
             sizing = size_spec(loaded.spec, base_dir)
     nodes = _node_checks(loaded, sizing)
-    perf = performance_of(loaded.spec, sizing) if performance else None
+    perf = performance_of(loaded.spec, sizing, threshold=threshold) if performance else None
     return Sized(
         loaded=loaded,
         sizing=sizing,
@@ -186,7 +191,13 @@ def render_loaded(
     # the model runs only when its answer changes the output: a latency target to check, or
     # the autoscaling threshold to derive from it
     slo = spec.slo
-    sized = size_loaded(loaded, suggest=False, performance=bool(slo.ttft_ms or slo.itl_ms))
+    # the model's queue threshold only when it is rendered: the spec leaves the field out
+    sized = size_loaded(
+        loaded,
+        suggest=False,
+        performance=bool(slo.ttft_ms or slo.itl_ms),
+        threshold=spec.autoscaling.waiting_requests_per_replica is None,
+    )
     sizing, perf = sized.sizing, sized.performance
     if not sizing.fits and not force:
         raise DoesNotFitError(
