@@ -172,12 +172,16 @@ def test_a_pinned_alias_without_the_version_warns_with_the_minors_it_exists_for(
     result = render("  amiAlias: al2023@v20251108\n")
     (w,) = warnings(result)
     assert "Kubernetes 1.29 to 1.34" in w.message
-    assert w.hint is not None and "kubernetesVersion" in w.hint
+    assert (w.line, w.column) == (14, 13)  # at cluster.amiAlias
+    assert w.hint == 'set `cluster.kubernetesVersion` (e.g. "1.35")'
 
 
 def test_an_alias_with_no_ami_for_any_known_minor_is_refused_without_the_version() -> None:
     (d,) = refused("  amiAlias: al2023@v20240920\n")  # not a release, and before every row
     assert "no NVIDIA AMI for any Kubernetes version" in d.message
+    assert (d.line, d.column) == (14, 13)  # at cluster.amiAlias
+    assert d.hint is not None and d.hint.startswith("pin a release that exists, e.g. al2023@")
+    assert amis.minors_for(d.hint.rpartition(" ")[2], "amd64")  # the example has AMIs
 
 
 def test_an_unquoted_version_is_refused_with_the_quoted_spelling() -> None:

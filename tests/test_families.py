@@ -292,6 +292,10 @@ def test_qwen3_next_sizes_and_prefix_caching_doubles_state_pages() -> None:
     assert on.kv_layout is not None and on.kv_layout.mamba_mode == "align"
     assert on.max_concurrency < off.max_concurrency
     assert off.state_bytes_per_sequence == 36 * 274_432
+    assert "state-space layers: mamba cache mode 'none' (prefix caching off)" in off.assumptions
+    assert "state-space layers: mamba cache mode 'align' (prefix caching on)" in on.assumptions
+    # sized from the first release with mamba cache modes (vLLM 0.17.0), refused before it
+    assert _size("qwen3-next-80b-a3b", tp=4, engine_version="0.17.0", prefix_caching=False).fits
     old = _size("qwen3-next-80b-a3b", tp=4, engine_version="0.16.0")
     assert not old.fits and any("0.17.0" in r for r in old.reasons)
 
@@ -430,7 +434,10 @@ def test_llama_3_2_vision_only_up_to_vllm_0_10_2() -> None:
     ok = _size("llama-3.2-11b-vision", engine_version="0.10.2")
     assert ok.fits and ok.kv_cache_groups == ("full+cross",)
     gone = _size("llama-3.2-11b-vision", engine_version="0.11.0")
-    assert not gone.fits and any("0.10.2" in r for r in gone.reasons)
+    assert not gone.fits and gone.reasons == (
+        "llama-3.2-11b-vision: encoder-decoder (cross-attention) models were removed from vLLM "
+        "after 0.10.2 (PR #24907); pin engine.version 0.10.2 or older",
+    )
 
 
 def test_refused_families_name_the_reason(tmp_path: Path) -> None:

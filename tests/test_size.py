@@ -13,12 +13,15 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
+from typer.testing import CliRunner
 
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.models import load_architecture
+from llmdeploy.cli import commands as cli
 from llmdeploy.cli import size_report
 from llmdeploy.engines.vllm.budget import vllm_facts
 from llmdeploy.errors import SpecError, UnknownArchitectureError, UsageError
@@ -178,6 +181,61 @@ def test_llama3_70b_fp16_on_g5_12xlarge_does_not_fit_and_a_suggestion_does() -> 
     changes = {s.field for s in result.suggestions}
     assert "hardware.instanceType" in changes
     assert not any(s.value == "fp8" for s in result.suggestions)  # A10G has no FP8
+
+
+SPEC_8B = REPO / "presets" / "llama3-8b-vllm-g5.yaml"
+# (architecture, hardware, serving): specs that do not fit, whose suggestions between them
+# change every field a suggestion can
+NOT_FITTING = [
+    ("llama-3.1-8b", {"instanceType": "g5.12xlarge", "tensorParallel": 1}, {"maxModelLen": 131072}),
+    ("llama-3.1-8b", {"instanceType": "g5.xlarge", "tensorParallel": 1}, {"maxModelLen": 65536}),
+    ("llama-3-70b", {"instanceType": "g6e.12xlarge", "tensorParallel": 2}, {}),
+]  # fmt: skip
+
+
+def _spec_size(spec: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    result = CliRunner().invoke(cli.app, ["size", str(path), "--json"])
+    assert result.exit_code in (0, 4), (spec["hardware"], result.stderr)
+    out: dict[str, Any] = json.loads(result.stdout)
+    return out
+
+
+def test_every_printed_suggestion_applied_to_the_spec_fits_as_printed(tmp_path: Path) -> None:
+    """What a user does with ``size --json``: set each printed change (a spec path and its
+    value) in the spec and size it again. It must fit with the KV cache the suggestion
+    printed, so a change printed under a wrong path or value cannot pass."""
+    seen: set[str] = set()
+    for arch, hardware, serving in NOT_FITTING:
+        spec = yaml.safe_load(SPEC_8B.read_text(encoding="utf-8"))
+        spec["model"]["architecture"] = arch
+        spec["hardware"] = hardware
+        spec["serving"].update(serving)
+        spec["cluster"]["placement"] = {"zone": "us-east-1a"}  # multi-node replicas need one
+        out = _spec_size(spec, tmp_path)
+        assert out["fits"] is False and out["suggestions"], arch
+        for suggestion in out["suggestions"]:
+            # the field a suggestion is filed under is one of its changes, with its value
+            assert suggestion["changes"][suggestion["field"]] == suggestion["value"]
+            if "pre-quantized" in suggestion["change"] or "/" in suggestion["change"]:
+                continue  # also needs model.id set to a checkpoint stored that way
+            changed = yaml.safe_load(yaml.safe_dump(spec))
+            for path, value in suggestion["changes"].items():
+                *parents, key = path.split(".")
+                node = changed
+                for part in parents:
+                    node = node[part]
+                node[key] = yaml.safe_load(value)  # "4" -> 4, "0.89" -> 0.89, "fp8" -> "fp8"
+                seen.add(path)
+            resized = _spec_size(changed, tmp_path)
+            assert resized["fits"], (arch, suggestion["changes"], resized["reasons"])
+            assert resized["kv_cache_gib_per_gpu"] == suggestion["kv_cache_gib_per_gpu"]
+            assert resized["max_concurrency"] == suggestion["max_concurrency"]
+    assert seen == {
+        "hardware.instanceType", "hardware.tensorParallel", "hardware.nodesPerReplica",
+        "quantization", "kvCacheDtype", "serving.maxModelLen", "serving.gpuMemoryUtilization",
+    }  # fmt: skip
 
 
 def test_llama3_70b_on_p4d_fits_with_little_kv_and_reports_slo_share() -> None:

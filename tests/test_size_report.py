@@ -252,6 +252,153 @@ def test_a_kv_cache_that_does_not_fit_names_the_cuda_graphs_only_when_they_count
         assert ("CUDA graphs" in reason) is named, reason
 
 
+MRV2_NOTE = (
+    "vLLM {} runs llama-3.1-8b on Model Runner V2: {}, dummy sampler {} B per (request x vocab)"
+)
+OUTSIDE, SUBTRACTED = (
+    "its CUDA graphs are captured outside the budget",
+    "its CUDA-graph estimate is subtracted",
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "quantization", "note"),
+    [
+        ("0.23.0", "none", MRV2_NOTE.format("0.23.0", OUTSIDE, 6)),
+        ("0.23.0", "fp8", None),  # quantized: Model Runner V1, which subtracts its graphs
+        ("0.29.0", "none", MRV2_NOTE.format("0.29.0", SUBTRACTED, 2)),
+    ],
+)  # fmt: skip
+def test_the_model_runner_and_what_its_kv_cache_is_left_after(
+    version: str, quantization: str, note: str | None
+) -> None:
+    """vLLM 0.23 runs a listed architecture on Model Runner V2 unless it is MoE or quantized
+    (config/vllm.py ``use_v2_model_runner``); V1 subtracts its CUDA-graph estimate from 0.21,
+    V2 only from 0.29 (docs/sizing.md §2). The printed note says which, and the printed KV
+    cache is the budget less exactly the terms it names."""
+    out = size_json(
+        "--model", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "8192",
+        "--quantization", quantization, "--engine-version", version,
+    )  # fmt: skip
+    assert [a for a in out["assumptions"] if "Model Runner V2" in a] == ([note] if note else [])
+    graphs_counted = note is None or "subtracted" in note
+    left = out["budget_gib"] - out["weights_gib_per_gpu"] - out["activation_gib"]
+    left -= out["non_torch_gib"] + (out["cudagraph_gib"] if graphs_counted else 0.0)
+    assert out["cudagraph_gib"] > 0.5  # so the two cases cannot agree by accident
+    assert out["kv_cache_gib_per_gpu"] == pytest.approx(left, abs=0.01)
+
+
+def _layout(model: str, *layout: str) -> dict[str, Any]:
+    return size_json("--model", model, "--gpu", "h100", "--max-model-len", "8192", *layout)
+
+
+MEMORY = ("weights_gib_per_gpu", "activation_gib", "non_torch_gib")
+
+
+def test_data_parallel_ranks_share_only_the_moe_layers() -> None:
+    """A dense model's DP ranks are independent engines: each GPU holds what one TP-1 engine
+    does. An MoE model's DP ranks form one MoE group over TP x DP GPUs (vLLM
+    fused_moe/config.py ``flatten_tp_across_dp_and_pcp``): its MoE workspace and
+    communication buffers are those of TP 2, and with expert parallelism the whole-expert
+    workspace, however the GPUs are split (docs/sizing.md §3.2)."""
+    dense = _layout("llama-3.1-8b", "--dp", "2")
+    assert [dense[k] for k in MEMORY] == [_layout("llama-3.1-8b")[k] for k in MEMORY]
+    moe, tp2 = _layout("mixtral-8x7b", "--dp", "2"), _layout("mixtral-8x7b", "--tp", "2")
+    whole = _layout("mixtral-8x7b", "--dp", "2", "--expert-parallel")
+    assert moe["activation_gib"] == tp2["activation_gib"] < whole["activation_gib"]
+    assert moe["non_torch_gib"] == tp2["non_torch_gib"] > dense["non_torch_gib"]
+    ep_tp2 = _layout("mixtral-8x7b", "--tp", "2", "--expert-parallel")
+    assert whole["activation_gib"] == ep_tp2["activation_gib"]
+
+
+def test_expert_parallelism_holds_whole_experts_padded_as_on_one_gpu() -> None:
+    """With expert parallelism each of N GPUs holds 1/N of the experts, each whole: gpt-oss's
+    MXFP4 experts keep the padding of one GPU, where TP splits every expert and pads each
+    share (docs/sizing.md, MXFP4)."""
+    out = _layout("gpt-oss-120b")
+    one = out["weights_breakdown_gib"]["experts"]
+    # the padding comes from the MoE backend, which the report names
+    assert [a for a in out["assumptions"] if a.startswith("MXFP4 experts on the ")] == [
+        "MXFP4 experts on the Triton (Marlin padding as upper bound) MoE backend: padded to "
+        "(128, 256)"
+    ]
+    for tp in (2, 4):
+        ep = _layout("gpt-oss-120b", "--tp", str(tp), "--expert-parallel")
+        split = _layout("gpt-oss-120b", "--tp", str(tp))
+        assert ep["weights_breakdown_gib"]["experts"] == pytest.approx(one / tp, abs=1e-3)
+        assert split["weights_breakdown_gib"]["experts"] > one / tp + 0.5
+
+
+KV_RULE = "(KV heads are split, or replicated when TP > KV heads)"
+
+
+@pytest.mark.parametrize(
+    ("layout", "reasons"),
+    [
+        (("llama-3.1-8b", "--gpu", "h100", "--tp", "3"), [
+            "tensor parallel 3 does not divide the 32 attention heads",
+            f"tensor parallel 3 and the 8 KV heads: one must divide the other {KV_RULE}",
+            "TP 3 does not divide the intermediate size 14336",
+        ]),
+        (("mixtral-8x7b", "--gpu", "h100", "--dp", "3"), [
+            "TP x DP 3 does not divide the MoE intermediate size 14336",
+        ]),
+        (("Qwen/Qwen3-235B-A22B-FP8", "--gpu", "h100", "--tp", "8"), [
+            "MoE intermediate size 1536 / TP 8 = 192 is not a multiple of the fp8-block group "
+            "size 128",
+        ]),
+        (("Qwen/Qwen3-235B-A22B-FP8", "--gpu", "h100", "--tp", "8", "--expert-parallel"), []),
+        (("mixtral-8x7b", "--gpu", "h100", "--dp", "16", "--expert-parallel"), [
+            "expert parallelism over 16 GPUs leaves some without any of the 8 experts",
+        ]),
+        (("mixtral-8x7b", "--gpu", "h100", "--dp", "8", "--expert-parallel"), []),
+        (("llama-3.1-8b", "--instance", "p4d.24xlarge", "--tp", "4", "--dp", "4"), [
+            "tensor parallel 4 x data parallel 4 = 16 exceeds the 8 GPU(s) of p4d.24xlarge",
+        ]),
+        (("llama-3.1-8b", "--instance", "p4d.24xlarge", "--tp", "16"), [
+            "tensor parallel 16 exceeds the 8 GPU(s) of p4d.24xlarge",
+        ]),
+    ],
+)  # fmt: skip
+def test_layouts_vllm_refuses_are_refused_with_the_rule(
+    layout: tuple[str, ...], reasons: list[str]
+) -> None:
+    """vLLM's divisibility rules of its parallel layers (docs/sizing.md §3.2): attention and KV
+    heads by TP, dense MLP width by TP, expert width by TP x DP without expert parallelism and
+    not at all with it, a quantization group inside each share; expert parallelism needs an
+    expert per GPU; a pod's TP x DP GPUs on one instance."""
+    model, *rest = layout
+    out = size_json("--model", model, *rest, "--max-model-len", "8192", code=4 if reasons else 0)
+    assert out["reasons"] == reasons
+
+
+def test_kv_tokens_are_blocks_times_block_size_and_a_long_request_says_what_it_needs() -> None:
+    """vLLM logs "GPU KV cache size: N tokens" as num_gpu_blocks x block_size for a model of
+    full-attention layers, whatever max_model_len is (1000 is no multiple of the 16-token
+    block); a request longer than the cache is refused with its own KV size."""
+    out = size_json("--model", "llama-3.1-8b", "--gpu", "h100", "--max-model-len", "1000")
+    assert out["kv_cache_groups"] == ["full"]
+    assert out["kv_cache_tokens"] == out["num_gpu_blocks"] * out["block_size"]
+    args = ("--model", "llama-3.1-8b", "--instance", "g5.xlarge", "--max-model-len", "131072")
+    long = size_json(*args, code=4)
+    need = 131072 * long["kv_bytes_per_token_per_gpu"] / 2**30  # 131072 is a block multiple
+    assert long["reasons"] == [
+        f"one request of 131072 tokens needs {need:.2f} GiB of KV cache per GPU but only "
+        f"{long['kv_cache_gib_per_gpu']:.2f} GiB is available"
+    ]
+
+
+def test_a_checkpoint_format_older_than_the_release_is_refused() -> None:
+    """gpt-oss's MXFP4 checkpoint loads from vLLM 0.10.1, whose quantization registry first
+    lists ``mxfp4`` (each release's own ``--quantization`` choices, engines/vllm/flags.py)."""
+    old = size_json("--model", "gpt-oss-20b", "--gpu", "h100", "--engine-version", "0.10.0", code=4)
+    assert old["reasons"] == [
+        "vLLM 0.10.0 has no 'mxfp4' quantization method for this checkpoint (mxfp4 experts)"
+    ]
+    new = size_json("--model", "gpt-oss-20b", "--gpu", "h100", "--engine-version", "0.10.1")
+    assert new["fits"]
+
+
 @pytest.mark.parametrize(("gib", "tokens"), [(70.0, 8192), (69.99, 2048)])
 def test_the_large_gpu_defaults_start_at_70_gib(gib: float, tokens: int) -> None:
     out = size_json("--model", "llama-3.1-8b", "--gpu-memory-gib", str(gib))
