@@ -19,20 +19,7 @@ from llmdeploy.sizing import calculator, requests
 from llmdeploy.sizing import kv as kvm
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.types import Sizing, SizingRequest
-
-LLAMA_8B: dict[str, Any] = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "vocab_size": 128256,
-    "max_position_embeddings": 131072,
-    "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16",
-}
+from test_models import LLAMA_8B
 
 
 def _write(tmp_path: Path, cfg: dict[str, Any], name: str = "config.json") -> Path:

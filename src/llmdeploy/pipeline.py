@@ -92,7 +92,7 @@ def performance_of(
 
 
 def _perf_warnings(loaded: LoadedSpec, perf: Performance | None) -> tuple[Diagnostic, ...]:
-    """The perf stage's warnings, each located at the field it is about (the message names it),
+    """The perf stage's warnings, each located at the field it is about,
     and a note when the spec's latency targets could not be checked."""
     if perf is None:
         return ()
@@ -105,18 +105,7 @@ def _perf_warnings(loaded: LoadedSpec, perf: Performance | None) -> tuple[Diagno
         )
         return (loaded.diagnostic(at, message, None, "note"),)
 
-    def field(message: str) -> str:
-        for name in (
-            "slo.ttftMs",
-            "slo.itlMs",
-            "autoscaling.maxReplicas",
-            "autoscaling.minReplicas",
-        ):
-            if name in message:
-                return name
-        return "slo"
-
-    return tuple(loaded.diagnostic(field(w), w, None, "warning") for w in perf.warnings())
+    return tuple(loaded.diagnostic(at, w, None, "warning") for at, w in perf.located_warnings())
 
 
 def size_loaded(

@@ -137,20 +137,35 @@ class Performance:
     def warnings(self) -> tuple[str, ...]:
         """Targets met by the estimate but not with the calibration margin, and a latency
         need beyond the replicas the deployment can reach."""
+        return tuple(message for _, message in self.located_warnings())
+
+    def located_warnings(self) -> tuple[tuple[str, str], ...]:
+        """:meth:`warnings`, each with the spec field it is about (dotted camelCase)."""
         out = []
         for t in self.targets:
             if t.met and not t.within_margin:
                 name = "TTFT" if t.metric == "ttft" else "ITL"
                 out.append(
-                    f"p99 {name} {t.predicted_p99_ms:.0f} ms meets slo.{t.metric}Ms "
-                    f"{t.slo_ms:.0f} but not with the model's {t.margin:.0%} calibration error "
-                    f"(plans for {t.planned_ms:.0f} ms)"
+                    (
+                        f"slo.{t.metric}Ms",
+                        f"p99 {name} {t.predicted_p99_ms:.0f} ms meets slo.{t.metric}Ms "
+                        f"{t.slo_ms:.0f} but not with the model's {t.margin:.0%} calibration error "
+                        f"(plans for {t.planned_ms:.0f} ms)",
+                    )
                 )
         needed = self.replicas_needed
         if needed is not None and needed > self.replicas_reachable:
             out.append(
-                f"the SLO needs {needed} replicas at its peak (planned with the error margin); "
-                f"the deployment reaches {self.replicas_reachable} ({self.reachable_field})"
+                (
+                    self.reachable_field or "slo.concurrentRequests",
+                    f"the SLO needs {needed} replicas at its peak (planned with the error margin); "
+                    f"the deployment reaches {self.replicas_reachable} ({self.reachable_field}"
+                    + (
+                        "; autoscaling is off)"
+                        if self.reachable_field.endswith("minReplicas")
+                        else ")"
+                    ),
+                )
             )
         return tuple(out)
 
@@ -194,7 +209,7 @@ def _reachable(spec: Spec | None) -> tuple[int, str]:
     a = spec.autoscaling
     if a.enabled:
         return a.max_replicas, "autoscaling.maxReplicas"
-    return a.min_replicas, "autoscaling.minReplicas: autoscaling is off"
+    return a.min_replicas, "autoscaling.minReplicas"
 
 
 def assess(
