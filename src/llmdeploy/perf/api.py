@@ -100,6 +100,9 @@ def estimate(
         pre_engine_s=c.ttft_overhead_ms / 1000.0,
         frontend_request_s=c.request_overhead_ms / 1000.0,
         frontend_token_s=c.stream_token_us * 1e-6,
+        output_spread=max(0.0, min(0.95, workload.output_spread)),
+        stagger=workload.concurrency is not None and workload.output_spread > 0.0,
+        skip_warmup=workload.skip_warmup,
     )
     extra_clients = 0
     if workload.concurrency is not None and workload.num_requests is None:

@@ -41,8 +41,19 @@ def _draws(n: int, mean: float, cv: float, step: float) -> list[int]:
     return [max(1, round(x * scale)) for x in raw]
 
 
-def lengths(n: int, input_mean: float, output_mean: float, cv: float) -> list[tuple[int, int]]:
-    """(prompt, output) lengths of ``n`` requests with the given means and spread."""
+def lengths(
+    n: int, input_mean: float, output_mean: float, cv: float, output_spread: float = 0.0
+) -> list[tuple[int, int]]:
+    """(prompt, output) lengths of ``n`` requests with the given means and spread: Weibull
+    draws of coefficient of variation ``cv`` for both, or (``output_spread`` > 0) fixed prompts
+    and outputs uniform in ``output_mean`` x [1 - spread, 1 + spread]."""
+    if output_spread > 0.0:
+        p = max(1, round(input_mean))
+        outs = [
+            max(1, round(output_mean * (1.0 - output_spread + 2.0 * output_spread * _u(j, _PHI))))
+            for j in range(n)
+        ]
+        return [(p, o) for o in outs]
     ins = _draws(n, input_mean, cv, _SQRT2)
     outs = _draws(n, output_mean, cv, _PHI)
     return list(zip(ins, outs, strict=True))

@@ -56,7 +56,11 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
         else:
             n_total = max(1, int(si.num_requests or c))
             n_meas = n_total
-            starts = [0.0] * min(c, n_total)  # a benchmark: every client starts at t=0
+            if si.stagger:  # clients spread over one request's time, as a steady mix starts
+                e2e = _estimate_e2e(sm, si, c)
+                starts = [j * e2e / c for j in range(min(c, n_total))]
+            else:
+                starts = [0.0] * min(c, n_total)  # a benchmark: every client starts at t=0
     else:
         rate = float(si.request_rate or 0.0)
         if rate <= 0.0:
@@ -68,7 +72,7 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             n_total = max(1, int(si.num_requests or 1))
             n_meas = n_total
         starts = arrival_times(n_total, rate)
-    lens = lengths(n_total, si.input_tokens, si.output_tokens, si.length_cv)
+    lens = lengths(n_total, si.input_tokens, si.output_tokens, si.length_cv, si.output_spread)
     jitter = 0.0
     if closed and steady:
         fit_kv = int(si.kv_capacity_tokens // max(1.0, si.input_tokens + si.output_tokens))

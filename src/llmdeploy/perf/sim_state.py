@@ -25,6 +25,9 @@ class SimInput:
     pre_engine_s: float  # fixed latency before a request reaches the engine queue
     frontend_request_s: float = 0.0  # serial (FIFO) frontend work per request
     frontend_token_s: float = 0.0  # frontend work per streamed token (same process)
+    output_spread: float = 0.0  # outputs uniform in mean x [1 - s, 1 + s] (perf.lengths)
+    stagger: bool = False  # replay of a closed loop whose clients start staggered
+    skip_warmup: bool = False  # replay: latencies over the steady window only (perf.workloads)
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,18 @@ class _Acc:
     fe_busy: float = 0.0
 
 
+def _steady_window(meas: list[_Req], closed: bool, concurrency: int) -> list[_Req]:
+    """The requests a benchmark's steady-window summary counts (../shared/gpu/loadgen.py):
+    closed loop, those that start after the first ``concurrency`` requests finished; open
+    loop, all but the first tenth of arrivals."""
+    by_start = sorted(meas, key=lambda r: r.arrival)
+    if closed:
+        ends = sorted(r.finish for r in by_start)
+        first_end = ends[min(len(ends), concurrency) - 1]
+        return [r for r in by_start if r.arrival >= first_end - 1e-12]
+    return by_start[max(1, len(by_start) // 10) :]
+
+
 def _result(
     si: SimInput,
     closed: bool,
@@ -144,6 +159,8 @@ def _result(
             True,
             False,
         )
+    if si.skip_warmup and not steady:
+        meas = _steady_window(meas, closed, si.concurrency or 1) or meas
     ttft = tuple(sorted(r.first_token - r.arrival for r in meas))
     tpot = tuple(
         sorted((r.finish - r.first_token) / (r.output - 1) for r in meas if r.output > 1)
@@ -154,6 +171,11 @@ def _result(
         span = max(1e-9, acc.time)
         out_tps = acc.tokens / span
         rps = acc.done / span
+    elif si.skip_warmup:
+        t0 = min(r.arrival for r in meas)
+        span = max(1e-9, max(r.finish for r in meas) - t0)
+        out_tps = sum(r.output for r in meas) / span
+        rps = len(meas) / span
     else:
         t0 = min(r.arrival for r in reqs)
         span = max(1e-9, max(r.finish for r in meas) - t0)

@@ -105,6 +105,13 @@ class Workload:
     # None: steady state (staggered start, warm-up discarded). An int: replay a benchmark of that
     # many requests from t=0 with all clients starting together, every request counted.
     num_requests: int | None = None
+    # output lengths uniform in [mean (1 - s), mean (1 + s)], prompts fixed (the GPU toolkit's
+    # ``stagger`` and ``poisson`` loads; 0: no spread). Used instead of ``length_cv`` when > 0.
+    output_spread: float = 0.0
+    # replays only: requests that start before the first ``concurrency`` finish (closed loop)
+    # or the first tenth of arrivals (open loop) are left out of the latencies, as the GPU
+    # toolkit's steady-window summary does (perf.workloads)
+    skip_warmup: bool = False
 
 
 @dataclass(frozen=True)

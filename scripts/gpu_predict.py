@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Record what llmdeploy predicts for a planned GPU run, before it runs (issue 22).
+
+Usage: python scripts/gpu_predict.py PLAN.yaml OUT.json
+
+PLAN: ``version`` (the vLLM release the toolkit serves), ``models`` (key -> ``config``: a
+config.json path, optional ``quantization``/``kv``) and ``sweeps`` ("ISL/OSL/MODE/NREQ" as
+../shared/gpu/serve-sweep.sh takes them: closed:C | stagger:C | poisson:R). Each model is sized
+by llmdeploy on one H200 (p5en.48xlarge, TP 1, max-model-len 8192, gpu-memory-utilization
+0.92, as the toolkit serves it) and each sweep is predicted by the performance model of the
+commit named in the output, with the arrival pattern the loadgen drives.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from llmdeploy.engines import registry
+from llmdeploy.perf.api import estimate
+from llmdeploy.perf.inputs import geometry, hardware
+from llmdeploy.sizing.requests import request_from_options
+from llmdeploy.sizing.suggest import size
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def workload(sweep: str) -> Any:
+    from llmdeploy.perf import workloads
+
+    return workloads.from_loadgen(sweep)
+
+
+def predict(config: Path, sweeps: list[str], version: str, quant: str, kv: str) -> list[Any]:
+    req = request_from_options(
+        str(config),
+        instance="p5en.48xlarge",
+        gpu=None,
+        gpu_memory_gib=None,
+        tp=1,
+        dp=1,
+        expert_parallel=False,
+        quantization=quant,
+        kv_cache_dtype=kv,
+        max_model_len=8192,
+        gpu_memory_utilization=0.92,
+        engine="vllm",
+        engine_version=version,
+        pp=1,
+        nodes=1,
+        base_dir=Path.cwd(),
+    )
+    sz = size(req)
+    run = registry.get("vllm").engine_run(sz, None)
+    assert sz.instance is not None
+    hw, m = hardware(sz.instance), geometry(sz.request.architecture)
+    out = []
+    for sweep in sweeps:
+        wl = workload(sweep)
+        e = estimate(hw, m, run.deployment, wl, run.constants)
+        out.append(
+            {
+                "sweep": sweep,
+                "kv_cache_tokens": sz.kv_cache_tokens,
+                "weights_gib": sz.weights_gib_per_gpu,
+                "output_tok_s": round(e.output_tokens_per_s, 1),
+                "ttft_p50_ms": round(e.ttft_p50_ms, 1),
+                "ttft_p99_ms": round(e.ttft_p99_ms, 1),
+                "itl_p50_ms": round(e.itl_p50_ms, 2),
+                "itl_p99_ms": round(e.itl_p99_ms, 2),
+                "mean_batch": round(e.mean_batch, 1),
+            }
+        )
+    return out
+
+
+def main(argv: list[str]) -> int:
+    plan: dict[str, Any] = YAML(typ="safe").load(Path(argv[0]).read_text())
+    git = ["git", "-C", str(REPO)]
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run([*git, "status", "--porcelain", "src"], capture_output=True, text=True)
+    out: dict[str, Any] = {
+        "commit": commit.stdout.strip(),
+        "src_uncommitted_changes": bool(dirty.stdout.strip()),
+        "version": plan["version"],
+        "models": {},
+    }
+    for key, m in plan["models"].items():
+        out["models"][key] = predict(
+            (REPO / m["config"]) if not Path(m["config"]).is_absolute() else Path(m["config"]),
+            list(plan["sweeps"]),
+            str(plan["version"]),
+            str(m.get("quantization", "none")),
+            str(m.get("kv", "auto")),
+        )
+    Path(argv[1]).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
