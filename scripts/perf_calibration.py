@@ -100,6 +100,8 @@ def _precision(row: dict[str, Any]) -> tuple[float, float, GemmDtype, float]:
         return 1.0, 1.0, "fp8", kvb
     if w.startswith("mxfp4"):  # MXFP4 experts: 4-bit values + one 8-bit scale per 32
         return 2.0, 0.5 + 1.0 / 32.0, "bf16", kvb
+    if w.startswith(("awq", "gptq", "int4")):  # W4A16, group 128: 4-bit + fp16 scale/zero
+        return 0.5 + 4.0 / 128.0, 0.5 + 4.0 / 128.0, "w4a16", kvb
     return 2.0, 2.0, "bf16", kvb
 
 
@@ -283,6 +285,85 @@ def sweep_cases(doc: dict[str, Any], source: str) -> list[Case]:
     return out
 
 
+def _hits(text: str) -> frozenset[int]:
+    """'0-2,5' -> {0, 1, 2, 5}."""
+    out: set[int] = set()
+    for part in filter(None, str(text or "").split(",")):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
+@functools.cache
+def _arrival_setup(directory: str, config: str, kv_tokens: int, mnbt: int) -> tuple[Any, ...]:
+    """The product's own view of one served geometry: llmdeploy sizes the config.json on one
+    H200 (p5en.48xlarge) and the vLLM plug-in says how it runs a replica; the KV capacity and
+    batching limit are the ones the start-up log gives."""
+    from llmdeploy.engines import registry
+    from llmdeploy.sizing.requests import request_from_options
+    from llmdeploy.sizing.suggest import size
+
+    req = request_from_options(
+        str(Path(directory) / config), instance="p5en.48xlarge", gpu=None, gpu_memory_gib=None,
+        tp=1, dp=1, expert_parallel=False, quantization="none", kv_cache_dtype="auto",
+        max_model_len=8192, gpu_memory_utilization=0.92, engine="vllm", engine_version="0.24.0",
+        pp=1, nodes=1, base_dir=Path(directory),
+    )  # fmt: skip
+    sz = size(req)
+    run = registry.get("vllm").engine_run(sz, None)
+    assert sz.instance is not None
+    dep = dataclasses.replace(
+        run.deployment, kv_capacity_tokens=kv_tokens, max_num_batched_tokens=mnbt or 8192
+    )
+    return inputs.hardware(sz.instance), inputs.geometry(sz.request.architecture), dep
+
+
+def arrival_cases(doc: dict[str, Any], source: str, directory: Path) -> list[Case]:
+    """Measured rows under an arrival pattern (``h200-vllm-0.24.0-arrivals.yaml``, written by
+    scripts/gpu_ingest.py): each as the product models it, the workload of its pattern
+    (perf.workloads), the prefix-cache hits the harness caused, the logged KV capacity."""
+    from llmdeploy.perf import workloads
+
+    starts = {str(s["model"]): s for s in doc["startup"]}
+    out: list[Case] = []
+    for row in doc["arrivals"]:
+        st = starts[str(row["model"])]
+        hw, geo, dep = _arrival_setup(
+            str(directory), str(st["config"]), int(st["kv_cache_tokens"]),
+            int(st.get("max_num_batched_tokens") or 8192),
+        )  # fmt: skip
+        isl, osl = float(row["input_tokens"]), float(row["output_tokens"])
+        arrival = row["arrival"]
+        wl = workloads.workload(
+            arrival, isl, osl, concurrency=row.get("concurrency"),
+            requests_per_s=row.get("request_rate"), num_requests=int(row["num_requests"]),
+        )  # fmt: skip
+        # loadgen.py staggers client k by k/C of 30 ms per output token
+        stagger = 0.030 * osl if arrival == "steady" else None
+        wl = dataclasses.replace(
+            wl, cached_requests=_hits(row.get("prefix_cache_hits", "")), stagger_s=stagger
+        )
+        met = row["metrics"]
+        targets = (
+            _t("thr", met["output_tok_s"], 1.0)
+            + _t("ttft_p50", met["ttft_p50_ms"], 1.0)
+            + _t("ttft_p99", met["ttft_p99_ms"], 0.3)
+            + _t("itl_p50", met["itl_p50_ms"], 1.0)
+            + _t("itl_p99", met["itl_p99_ms"], 0.3)
+        )
+        flight = float(row.get("measured_in_flight") or 0)
+        load = "low" if flight <= 16 else "moderate" if flight <= 64 else "high"
+        notes = (f"arrival {arrival}, {flight:g} in flight",)
+        name = str(row["model"]).split()[0].lower()
+        out.append(
+            Case(
+                str(row["id"]), source, "vllm", "0.24.0", name, load, hw, geo, dep, wl,
+                tuple(targets), notes,
+            )  # fmt: skip
+        )
+    return out
+
+
 def load_cases(directory: Path = DATA) -> list[Case]:
     """Every case of the YAML files in ``directory``: ``calibration.yaml`` first, then the
     sweep files in name order."""
@@ -294,6 +375,8 @@ def load_cases(directory: Path = DATA) -> list[Case]:
             cases += [published_case(row, path.stem) for row in doc]
         elif isinstance(doc, dict) and "serving" in doc:
             cases += sweep_cases(doc, path.stem)
+        elif isinstance(doc, dict) and "arrivals" in doc:
+            cases += arrival_cases(doc, path.stem, directory)
     return cases
 
 

@@ -103,6 +103,9 @@ def estimate(
         output_spread=max(0.0, min(0.95, workload.output_spread)),
         stagger=workload.concurrency is not None and workload.output_spread > 0.0,
         skip_warmup=workload.skip_warmup,
+        cached_requests=workload.cached_requests,
+        lookahead=c.host_overlap,
+        stagger_s=workload.stagger_s,
     )
     extra_clients = 0
     if workload.concurrency is not None and workload.num_requests is None:

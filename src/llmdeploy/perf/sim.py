@@ -27,6 +27,7 @@ from llmdeploy.perf.step import StepModel
 __all__ = ["SimInput", "SimResult", "simulate"]
 
 _PHI = (math.sqrt(5.0) - 1.0) / 2.0
+_BLOCK = 16  # vLLM's KV block size on CUDA (the prefix cache hits whole blocks)
 
 
 def _estimate_e2e(sm: StepModel, si: SimInput, c: int) -> float:
@@ -57,7 +58,7 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             n_total = max(1, int(si.num_requests or c))
             n_meas = n_total
             if si.stagger:  # clients spread over one request's time, as a steady mix starts
-                e2e = _estimate_e2e(sm, si, c)
+                e2e = si.stagger_s if si.stagger_s is not None else _estimate_e2e(sm, si, c)
                 starts = [j * e2e / c for j in range(min(c, n_total))]
             else:
                 starts = [0.0] * min(c, n_total)  # a benchmark: every client starts at t=0
@@ -91,6 +92,11 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
         p, o = lens[j]
         r = _Req(idx=j, arrival=at, prompt=p, output=o)
         r.todo = p
+        if j in si.cached_requests:
+            # a prefix-cache hit on whole blocks; the block holding the last prompt token is
+            # computed again (vLLM needs that token's logits: vllm/v1/core/kv_cache_manager.py,
+            # get_computed_blocks, "max_cache_hit_length = request.num_tokens - 1")
+            r.done = ((p - 1) // _BLOCK) * _BLOCK
         reqs.append(r)
         heapq.heappush(arrivals, (at, j))
 
@@ -185,7 +191,12 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             break
         through_frontend()
         while ready_q and ready_q[0][0] <= st.t + 1e-12:
-            _, j = heapq.heappop(ready_q)
+            rt, j = heapq.heappop(ready_q)
+            if si.lookahead and rt > st.step_start + 1e-12 and st.k > 0 and st.busy:
+                # async scheduling: the next step was scheduled while the last one ran, so a
+                # request that arrived during it joins the step after next (vLLM >= 0.12,
+                # vllm/v1/engine/core.py step_with_batch_queue)
+                reqs[j].sched_after = st.k + 1
             st.waiting.append(reqs[j])
         if not win_on and st.t >= warm_t and len(reqs) > meas_from:
             win_on = True
@@ -197,6 +208,7 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             if math.isinf(nxt):
                 break
             st.t = max(st.t, nxt)
+            st.busy = False
             continue
 
         # ---- build the batch
@@ -220,12 +232,14 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             budget -= n
         while st.waiting and budget > 0 and n_dec + len(st.prefilling) < max_seqs:
             r = st.waiting[0]
+            if r.sched_after > st.k:
+                break
             running = n_dec + len(st.prefilling) > 0
             if si.reserve_kv:
                 if st.reserved + r.prompt + r.output > cap:
                     st.kv_bound = st.kv_bound or running
                     break
-            elif cap - st.used - n_dec - taken < r.todo:
+            elif cap - st.used - n_dec - taken < r.todo - r.done:
                 # admit only when the whole remaining prompt fits: a request whose prefill
                 # cannot finish would be preempted again at once (vLLM V1 + prefix cache)
                 st.kv_bound = st.kv_bound or running
@@ -237,10 +251,13 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             st.prefilling.append(r)
             if r.first_sched < 0.0:
                 r.first_sched = st.t
-            n = min(r.todo, budget)
+            n = min(r.todo - r.done, budget)
             chunks.append((r, n))
             taken += n
             budget -= n
+        if n_dec == 0 and not chunks and st.waiting and st.waiting[0].sched_after > st.k:
+            st.waiting[0].sched_after = st.k  # nothing in flight: nothing to wait behind
+            continue
         if n_dec == 0 and not chunks:
             if st.waiting and not st.prefilling:
                 feasible = False  # a request larger than the whole KV cache
@@ -250,6 +267,7 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
                 feasible = False
                 break
             st.t = max(st.t, nxt)
+            st.busy = False
             continue
 
         pf_tokens = float(taken)
@@ -259,7 +277,7 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
 
         # ---- how many identical pure-decode steps can run before the next event
         m = 1
-        if not chunks:
+        if not chunks and not (st.waiting and st.waiting[0].sched_after > st.k):
             nxt_finish = st.heap[0][0] if st.heap else st.k + 1
             m = max(1, nxt_finish - st.k)
             if not si.reserve_kv:
@@ -312,6 +330,8 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             st.fe_free = max(st.fe_free, st.t) + busy
             if win_on:
                 acc.fe_busy += busy
+        st.step_start = st.t + total - total / m  # start of the last of the m steps
+        st.busy = True
         st.t += total
         st.k += m
         st.ctx += n_dec * m

@@ -28,6 +28,9 @@ class SimInput:
     output_spread: float = 0.0  # outputs uniform in mean x [1 - s, 1 + s] (perf.lengths)
     stagger: bool = False  # replay of a closed loop whose clients start staggered
     skip_warmup: bool = False  # replay: latencies over the steady window only (perf.workloads)
+    cached_requests: frozenset[int] = frozenset()  # requests whose prompt is in the prefix cache
+    lookahead: bool = False  # async scheduling: a step is scheduled while the one before runs
+    stagger_s: float | None = None  # replay: clients start over this many seconds (None: E2E)
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class _Req:
     first_sched: float = -1.0
     finish: float = -1.0
     admit_no: int = 0
+    sched_after: int = 0  # not schedulable before this step index (async lookahead)
 
 
 @dataclass
@@ -88,6 +92,8 @@ class _State:
     admit_counter: int = 0
     kv_bound: bool = False
     fe_free: float = 0.0  # time the frontend process is free
+    step_start: float = 0.0  # start of the last step run
+    busy: bool = False  # a step ran up to ``t`` (False after an idle gap)
 
 
 @dataclass
@@ -159,6 +165,7 @@ def _result(
             True,
             False,
         )
+    every = meas
     if si.skip_warmup and not steady:
         meas = _steady_window(meas, closed, si.concurrency or 1) or meas
     ttft = tuple(sorted(r.first_token - r.arrival for r in meas))
@@ -171,11 +178,11 @@ def _result(
         span = max(1e-9, acc.time)
         out_tps = acc.tokens / span
         rps = acc.done / span
-    elif si.skip_warmup:
-        t0 = min(r.arrival for r in meas)
-        span = max(1e-9, max(r.finish for r in meas) - t0)
-        out_tps = sum(r.output for r in meas) / span
-        rps = len(meas) / span
+    elif si.skip_warmup:  # throughput over the whole replay, latencies over its steady window
+        t0 = min(r.arrival for r in every)
+        span = max(1e-9, max(r.finish for r in every) - t0)
+        out_tps = sum(r.output for r in every) / span
+        rps = len(every) / span
     else:
         t0 = min(r.arrival for r in reqs)
         span = max(1e-9, max(r.finish for r in meas) - t0)

@@ -218,7 +218,11 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
     bw = hw.mem_bw_gbs * 1e9
     peak, low_precision = gemm_peak_tflops(hw, dep)
     mu = c.mu_gemm * (c.fp8_gemm_factor if low_precision else 1.0)
+    if dep.gemm_dtype == "w4a16":
+        mu *= c.w4_gemm_factor
     f_gemm = peak * 1e12 * mu
+    # routed experts: int4/mxfp4 expert weights dequantize like w4a16 (bytes below 1 per param)
+    f_expert = f_gemm * c.moe_gemm_factor
     f_att = hw.fp16_tflops * 1e12 * c.mu_attn
     w_bw = c.eta_weights * bw
     # KV projections are replicated when tp > kv_heads
@@ -259,7 +263,7 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
         s_dense_w=dense_bytes / w_bw,
         s_dense_f=2.0 * dense_params_gpu / f_gemm,
         s_expert_w=expert_params_gpu * dep.weight_bytes_expert / (c.eta_experts * bw),
-        s_expert_f=2.0 * active_expert_params / f_gemm,
+        s_expert_f=2.0 * active_expert_params / f_expert,
         num_experts=m.num_experts,
         expert_hit=(m.experts_per_token / m.num_experts) if m.num_experts else 0.0,
         s_lm_w=pc.lm_head / t * dep.lm_head_bytes / w_bw,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Interconnect = Literal["nvlink", "pcie", "none"]
-GemmDtype = Literal["bf16", "fp8", "int8"]
+GemmDtype = Literal["bf16", "fp8", "int8", "w4a16"]
 DominantTerm = Literal[
     "weights bandwidth",
     "KV reads",
@@ -112,6 +112,13 @@ class Workload:
     # or the first tenth of arrivals (open loop) are left out of the latencies, as the GPU
     # toolkit's steady-window summary does (perf.workloads)
     skip_warmup: bool = False
+    # replays only: the requests (by index) that find their whole prompt in vLLM's prefix
+    # cache (a benchmark that re-sends prompts it sent before); only the block holding each
+    # one's last prompt token is computed (perf.sim)
+    cached_requests: frozenset[int] = frozenset()
+    # replays of a staggered closed loop: client k starts at k/C of this many seconds (None:
+    # of the model's own estimate of one request's time)
+    stagger_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +144,12 @@ class Constants:
     stream_token_us: float  # frontend cost per streamed token (caps tokens/s of one server)
     ttft_overhead_ms: float  # per-request fixed latency before the first token (HTTP, tokenize)
     request_overhead_ms: float  # serial frontend work per request (one API-server process)
+    # routed-expert GEMMs (fused MoE: many small grouped GEMMs, tokens x k / E rows each)
+    # reach this fraction of the dense GEMM efficiency mu_gemm
+    moe_gemm_factor: float = 1.0
+    # weight-only 4-bit GEMMs (AWQ/GPTQ on Marlin-style kernels: dequantize, then BF16 MMA)
+    # reach this fraction of mu_gemm at the BF16 peak
+    w4_gemm_factor: float = 1.0
 
 
 @dataclass(frozen=True)

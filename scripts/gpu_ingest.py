@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Turn one lease's results (../shared/gpu toolkit: serve-sweep.sh + loadgen.py) into a
+calibration file of the performance model (issue 22; docs/performance-model.md,
+"Measured on one H200").
+
+Usage: python scripts/gpu_ingest.py RESULTS_DIR OUT.yaml [KEY ...]
+
+RESULTS_DIR/KEY/ holds what serve-sweep.sh wrote for model KEY (its log, one JSON per sweep,
+sweeps.txt with the raw summaries). The sweeps of one model ran in the order of
+tests/data/perf/gpu-plan/KEY.yaml against one server with prefix caching on, and loadgen.py
+builds request i's prompt from the seed i: a request whose prompt an earlier request sent is
+a prefix-cache hit if its blocks were not evicted since. This script replays every request's
+start and end (the per-request timestamps) against an LRU cache of the server's
+``num_gpu_blocks`` (vLLM's free-block queue evicts the least recently freed block first:
+vllm/v1/core/block_pool.py) to say which requests hit, and stores them with each row.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+BLOCK = 16
+GEOMETRY = {
+    "q32b": "Qwen3-32B geometry",
+    "qawq": "Qwen2.5-7B-Instruct-AWQ geometry",
+    "m70fp8": "Llama-3-70B FP8 geometry",
+    "mq30": "Qwen3-30B-A3B geometry",
+    "goss": "gpt-oss-20b geometry",
+    "m8b": "Llama-3.1-8B geometry",
+}
+WEIGHTS = {"qawq": "awq-int4", "m70fp8": "fp8", "goss": "mxfp4"}
+MODE = {"closed": "closed-loop", "stagger": "steady", "poisson": "poisson"}
+
+
+def ranges(ids: list[int]) -> str:
+    """[0,1,2,5] -> '0-2,5'."""
+    out: list[str] = []
+    for i in sorted(ids):
+        if out and int(out[-1].split("-")[-1]) == i - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ",".join(out)
+
+
+class Lru:
+    """Prefix-cache blocks: hashed blocks in LRU order of their release."""
+
+    def __init__(self, blocks: int) -> None:
+        self.capacity = blocks
+        self.cached: OrderedDict[tuple[Any, ...], None] = OrderedDict()  # free, hashed
+        self.in_use = 0
+
+    def start(self, prompt_blocks: list[tuple[Any, ...]], total_blocks: int) -> bool:
+        hit = bool(prompt_blocks) and all(b in self.cached for b in prompt_blocks)
+        n_hit = 0
+        for b in prompt_blocks:  # a hit takes the blocks out of the free queue
+            if b in self.cached:
+                del self.cached[b]
+                n_hit += 1
+            else:
+                break
+        need = total_blocks - n_hit
+        self.in_use += total_blocks
+        while self.in_use + len(self.cached) > self.capacity and self.cached:
+            self.cached.popitem(last=False)  # evict the least recently freed
+        del need
+        return hit
+
+    def end(self, blocks: list[tuple[Any, ...]]) -> None:
+        self.in_use -= len(blocks)
+        for b in blocks:
+            self.cached[b] = None
+            self.cached.move_to_end(b)
+
+
+def startup(log: str) -> dict[str, Any]:
+    def grab(pattern: str) -> str | None:
+        m = re.search(pattern, log)
+        return m.group(1) if m else None
+
+    return {
+        "weights_gib": float(grab(r"Model loading took ([\d.]+) GiB") or "nan"),
+        "available_kv_cache_gib": float(grab(r"Available KV cache memory: ([\d.]+) GiB") or "nan"),
+        "kv_cache_tokens": int((grab(r"GPU KV cache size: ([\d,]+) tokens") or "0").replace(",", "")),
+        "cudagraph_gib_estimated": float(grab(r"Estimated CUDA graph memory: ([\d.]+) GiB") or "nan"),
+        "max_num_batched_tokens": int(grab(r"max_num_batched_tokens=(\d+)") or 0),
+    }
+
+
+def in_flight(reqs: list[dict[str, Any]]) -> float:
+    t0 = min(r["t_start"] for r in reqs)
+    t1 = max(r["t_end"] for r in reqs)
+    return sum(r["t_end"] - r["t_start"] for r in reqs) / (t1 - t0)
+
+
+def ingest(results: Path, key: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    d = results / key
+    log = (d / f"{key}.log").read_text(errors="replace")
+    st = startup(log)
+    plan = yaml.safe_load((REPO / "tests/data/perf/gpu-plan" / f"{key}.yaml").read_text())
+    cache = Lru(st["kv_cache_tokens"] // BLOCK)
+    rows = []
+    run = 0
+    for sweep in plan["sweeps"]:
+        isl, osl, mode, nreq = sweep.split("/")
+        f = d / f"{key}.sweep-{isl}-{osl}-{mode.replace(':', '-')}.json"
+        if not f.exists():
+            continue
+        doc = json.loads(f.read_text())
+        reqs = [r for r in doc["requests"] if "t_start" in r]
+        events = sorted(
+            [(r["t_start"], 1, r) for r in reqs] + [(r["t_end"], 0, r) for r in reqs],
+            key=lambda e: (e[0], e[1]),
+        )
+        hits: list[int] = []
+        nb = int(isl) // BLOCK  # full prompt blocks (hashable); output blocks are unique
+        for _, is_start, r in events:
+            pb = [("p", int(isl), r["id"], i) for i in range(nb)]
+            ob = [("o", run, r["id"], i) for i in range((int(isl) + r["osl"]) // BLOCK - nb)]
+            if is_start:
+                if cache.start(pb, len(pb) + len(ob) + 1):
+                    hits.append(r["id"])
+            else:
+                cache.end(pb + ob)
+                cache.in_use -= 1  # the partial last block is not cached
+        run += 1
+        s = doc["summary"]
+        kind, arg = mode.split(":")
+        steady, every = s["steady"], s["all"]
+        row: dict[str, Any] = {
+            "id": f"h200-vllm0240-{key}-{isl}-{osl}-{kind}{arg}-n{nreq}",
+            "model": GEOMETRY[key],
+            "weights": WEIGHTS.get(key, "bf16"),
+            "arrival": MODE[kind],
+            "input_tokens": int(isl),
+            "output_tokens": int(osl),
+            "output_spread": s["spread"],
+            "concurrency": int(arg) if kind != "poisson" else None,
+            "request_rate": float(arg) if kind == "poisson" else None,
+            "num_requests": int(nreq),
+            "prefix_cache_hits": ranges(hits),
+            "measured_in_flight": round(in_flight(reqs), 1),
+            "metrics": {
+                "output_tok_s": round(every["output_tok_s"], 1),
+                "ttft_p50_ms": round(steady["ttft_p50_ms"], 1),
+                "ttft_p99_ms": round(steady["ttft_p99_ms"], 1),
+                "itl_p50_ms": round(steady["itl_p50_ms"], 2),
+                "itl_p99_ms": round(steady["itl_p99_ms"], 2),
+            },
+            "raw_summary": s,
+        }
+        rows.append(row)
+    start = {
+        "id": f"h200-vllm0240-{key}-gmu0.92-len8192",
+        "model": GEOMETRY[key],
+        "config": f"models/{key}/config.json",
+        "weights": WEIGHTS.get(key, "bf16"),
+    } | st
+    return start, rows
+
+
+HEADER = """\
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-01 by llmdeploy's developers
+# with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py), dummy weights (--load-format dummy),
+# converted by scripts/gpu_ingest.py. Server: `vllm serve MODEL --load-format dummy --max-model-len 8192
+# --gpu-memory-utilization 0.92 --tensor-parallel-size 1 --enable-prefix-caching --enable-chunked-prefill`.
+# Load: `loadgen.py URL m ISL OSL MODE NREQ` per row (closed:C waves, stagger:C steady mix with outputs
+# +-50 %, poisson:R open loop with outputs +-50 %), the sweeps of one model in the order of
+# tests/data/perf/gpu-plan/KEY.yaml. Predictions recorded before the run: tests/data/perf/predictions/.
+# metrics: output_tok_s over all requests and the wall time; TTFT/ITL over the steady window (requests
+# starting after the first C finished; after the first tenth of arrivals). ITL is the per-request mean gap.
+# prefix_cache_hits: requests whose whole prompt was in the prefix cache (loadgen seeds prompts by request
+# index, so later sweeps re-send earlier prompts); replayed from the timestamps against an LRU of the
+# server's KV blocks. raw_summary: loadgen's summary as printed.
+"""
+
+
+def main(argv: list[str]) -> int:
+    results, out = Path(argv[0]), Path(argv[1])
+    keys = argv[2:] or sorted(p.name for p in results.iterdir() if p.is_dir())
+    starts, rows = [], []
+    for k in keys:
+        s, r = ingest(results, k)
+        starts.append(s)
+        rows += r
+    body = yaml.safe_dump({"startup": starts, "arrivals": rows}, sort_keys=False, width=200)
+    out.write_text(HEADER + body)
+    print(f"{out}: {len(starts)} start-ups, {len(rows)} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
