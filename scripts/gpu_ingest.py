@@ -90,8 +90,12 @@ def startup(log: str) -> dict[str, Any]:
     return {
         "weights_gib": float(grab(r"Model loading took ([\d.]+) GiB") or "nan"),
         "available_kv_cache_gib": float(grab(r"Available KV cache memory: ([\d.]+) GiB") or "nan"),
-        "kv_cache_tokens": int((grab(r"GPU KV cache size: ([\d,]+) tokens") or "0").replace(",", "")),
-        "cudagraph_gib_estimated": float(grab(r"Estimated CUDA graph memory: ([\d.]+) GiB") or "nan"),
+        "kv_cache_tokens": int(
+            (grab(r"GPU KV cache size: ([\d,]+) tokens") or "0").replace(",", "")
+        ),
+        "cudagraph_gib_estimated": float(
+            grab(r"Estimated CUDA graph memory: ([\d.]+) GiB") or "nan"
+        ),
         "max_num_batched_tokens": int(grab(r"max_num_batched_tokens=(\d+)") or 0),
     }
 

@@ -357,9 +357,19 @@ def arrival_cases(doc: dict[str, Any], source: str, directory: Path) -> list[Cas
         name = str(row["model"]).split()[0].lower()
         out.append(
             Case(
-                str(row["id"]), source, "vllm", "0.24.0", name, load, hw, geo, dep, wl,
-                tuple(targets), notes,
-            )  # fmt: skip
+                str(row["id"]),
+                source,
+                "vllm",
+                "0.24.0",
+                name,
+                load,
+                hw,
+                geo,
+                dep,
+                wl,
+                tuple(targets),
+                notes,
+            )
         )
     return out
 

@@ -119,9 +119,9 @@ def precision(sizing: Sizing) -> Precision:
     """What the served checkpoint (the spec's quantization applied to it) moves per step."""
     q, _ = mem.effective_quant(sizing.request.architecture, sizing.request.quantization)
     gemm: GemmDtype = _GEMM_DTYPE.get(q.method, "bf16") if q is not None else "bf16"
-    if q is not None and gemm == "bf16" and q.bytes_per_weight < 1.0:
-        if q.quantized_fraction("attention") > 0:
-            gemm = "w4a16"  # a 4-bit weight-only dense body (MXFP4 experts alone are not)
+    dense_4bit = q is not None and q.bytes_per_weight < 1.0 and q.quantized_fraction("attention")
+    if gemm == "bf16" and dense_4bit:
+        gemm = "w4a16"  # a 4-bit weight-only dense body (MXFP4 experts alone are not)
     return Precision(
         weight_bytes_dense=(_blend(q, "attention") + _blend(q, "mlp")) / 2.0,
         weight_bytes_expert=_blend(q, "experts"),
