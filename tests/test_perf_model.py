@@ -104,11 +104,6 @@ def test_more_concurrency_never_lowers_latency(
         prev = cur
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: prefill-bound closed loops' p99 TTFT oscillates with concurrency "
-    "(docs/performance-model.md, blind spot 12); remove this mark when the simulation fixes it",
-)
 def test_p99_ttft_of_a_prefill_bound_closed_loop_is_monotone() -> None:
     c = constants_for(ROWS, "trtllm-pytorch", "1.2.0")
     dep = _dep(kv_admission="reserve")

@@ -68,6 +68,9 @@ class Sized:
     # the performance model at the SLO load; None when it was not asked for or the
     # configuration does not fit (a model of a replica that cannot start means nothing)
     performance: Performance | None = None
+    # the spec as planned: the loaded one with the batch limits it leaves out decided
+    spec: Spec | None = None
+    batching: str | None = None  # what was decided (None: the spec set the limits)
 
 
 def performance_of(
@@ -117,21 +120,31 @@ def size_loaded(
     configuration does not fit (``render`` needs them only to explain a refusal).
     ``performance=True`` adds the perf stage's result (``threshold=False``: without the
     model's autoscaling threshold)."""
+    from llmdeploy.engines import registry
     from llmdeploy.sizing.requests import size_spec
 
     warnings = check_spec(loaded)
     base_dir = loaded.path.parent if loaded.path is not None else None
+    spec = loaded.spec
     with located(loaded, "model.architecture"):
-        sizing = size_spec(loaded.spec, base_dir, suggest=suggest)
+        sizing = size_spec(spec, base_dir, suggest=suggest)
         if not sizing.fits and not suggest:  # the suggestions explain what would fit
-            sizing = size_spec(loaded.spec, base_dir)
+            sizing = size_spec(spec, base_dir)
+        # batch limits the spec leaves out are decided from the sized KV cache, and the
+        # spec is sized once more with them (they move the activation and CUDA-graph memory)
+        decided, why = registry.get(spec.engine.type).decide_batching(spec, sizing)
+        if why is not None:
+            spec = decided
+            sizing = size_spec(spec, base_dir, suggest=suggest)
     nodes = _node_checks(loaded, sizing)
-    perf = performance_of(loaded.spec, sizing, threshold=threshold) if performance else None
+    perf = performance_of(spec, sizing, threshold=threshold) if performance else None
     return Sized(
         loaded=loaded,
         sizing=sizing,
         warnings=warnings + nodes + _at(loaded, sizing.notices),
         performance=perf,
+        spec=spec,
+        batching=why,
     )
 
 
@@ -188,6 +201,7 @@ def render_loaded(
         threshold=spec.autoscaling.waiting_requests_per_replica is None,
     )
     sizing, perf = sized.sizing, sized.performance
+    spec = sized.spec or spec
     if not sizing.fits and not force:
         raise DoesNotFitError(
             f"{loaded.label}: this configuration cannot start: " + "; ".join(sizing.reasons),

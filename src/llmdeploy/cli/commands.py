@@ -448,6 +448,17 @@ def size(
         Optional[int],  # noqa: UP045
         typer.Option(min=1, help="Quick mode: p99 inter-token latency target."),
     ] = None,
+    arrival: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help="Quick mode: closed-loop|steady|poisson (default: poisson with "
+            "--requests-per-second, else steady)."
+        ),
+    ] = None,
+    requests_per_second: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(min=0.001, help="Quick mode: peak request rate of an open (Poisson) loop."),
+    ] = None,
 ) -> None:
     """Size GPU memory and model performance: weights, KV cache, concurrency, latency and
     throughput at the SLO load, cost, verdicts and suggestions.
@@ -472,7 +483,7 @@ def size(
         as_json,
         nodes,
         pp,
-        (concurrency, input_tokens, output_tokens, ttft_ms, itl_ms),
+        (concurrency, input_tokens, output_tokens, ttft_ms, itl_ms, arrival, requests_per_second),
     )
 
 
@@ -493,7 +504,9 @@ def _size(
     as_json: bool,
     nodes: int,
     pp: int | None,
-    load: tuple[int | None, int | None, int | None, int | None, int | None],
+    load: tuple[
+        int | None, int | None, int | None, int | None, int | None, str | None, float | None
+    ],
 ) -> None:
     import dataclasses
 
@@ -525,34 +538,63 @@ def _size(
             nodes=nodes,
             base_dir=Path.cwd(),
         )
-        concurrency, n_in, n_out, ttft_ms, itl_ms = load
+        concurrency, n_in, n_out, ttft_ms, itl_ms, arrival, rps = load
+        pattern = arrival or ("poisson" if rps is not None else "steady")
+        if pattern not in ("closed-loop", "steady", "poisson"):
+            raise UsageError(f"--arrival {arrival!r}: expected closed-loop, steady or poisson")
+        if pattern == "poisson" and rps is None:
+            raise UsageError("--arrival poisson needs --requests-per-second")
+        if pattern != "poisson" and rps is not None:
+            raise UsageError(f"--requests-per-second is for --arrival poisson, not {pattern}")
         req = dataclasses.replace(
             req,
             slo_concurrent_requests=concurrency or req.slo_concurrent_requests,
             slo_input_tokens=n_in or req.slo_input_tokens,
             slo_output_tokens=n_out or req.slo_output_tokens,
+            slo_arrival=pattern,
+            slo_requests_per_s=rps,
         )
         result = size_with_suggestions(req)
+        batching = None
+        if result.fits and req.max_num_seqs is None:
+            # the batch limit is decided from the sized KV cache, as for a spec
+            from llmdeploy.engines import registry
+            from llmdeploy.sizing.batching import kv_sequences, sequences_limit
+
+            cap = registry.get(engine).max_sequences_cap
+            n = sequences_limit(result, floor=8, cap=cap)
+            result = size_with_suggestions(dataclasses.replace(req, max_num_seqs=n))
+            batching = (
+                f"max {n} sequences per replica: the KV cache holds {kv_sequences(result)} of "
+                f"{req.slo_input_tokens}+{req.slo_output_tokens} tokens (at most {cap})"
+            )
         perf = pipeline.performance_of(None, result, ttft_ms=ttft_ms, itl_ms=itl_ms)
     else:
         if any(x is not None for x in load):
             raise UsageError(
-                "--concurrency, --input-tokens, --output-tokens, --ttft-ms and --itl-ms are "
-                "quick-mode options; a spec sets them in its `slo` section"
+                "--concurrency, --input-tokens, --output-tokens, --ttft-ms, --itl-ms, --arrival "
+                "and --requests-per-second are quick-mode options; a spec sets them in its "
+                "`slo` section"
             )
         loaded = _load_specs([spec] if spec is not None else [], preset)[0]
         sized = pipeline.size_loaded(loaded, performance=True)
         _print_warnings(sized.warnings)
         result, perf = sized.sizing, sized.performance
+        batching = sized.batching
     if as_json:
         import json
 
-        sys.stdout.write(json.dumps(size_report.document(result, perf), indent=2) + "\n")
+        doc = size_report.document(result, perf)
+        if batching is not None:
+            doc["batch_limit_decided"] = batching
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     else:
         from rich.console import Console
 
         console = Console(soft_wrap=False)
         console.print(size_report.table(result))
+        if batching is not None:
+            console.print(f"batch limit (decided): {batching}")
         if perf is not None:
             console.print(perf_report.table(perf))
     if not result.fits:

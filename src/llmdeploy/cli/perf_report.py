@@ -65,6 +65,9 @@ def to_json(p: Performance | None) -> dict[str, Any] | None:
     if e is None:
         return out
     out |= {
+        "arrival": p.arrival,
+        "requests_per_s_offered_per_replica": _r(p.requests_per_s_per_replica, 3),
+        "max_requests_per_s_per_replica_meeting_slo": _r(p.max_rate_meeting_slo, 3),
         "concurrent_requests_per_replica": p.concurrency_per_replica,
         "replicas_at_peak": p.replicas_at_peak,
         "ttft_ms": {"p50": _r(e.ttft_p50_ms), "p99": _r(e.ttft_p99_ms)},
@@ -127,6 +130,25 @@ def _threshold_text(model: int, spec: int | None) -> str:
     return f"autoscaling threshold: {n(spec)} (the spec's; the model's: {model})"
 
 
+ARRIVAL_TEXT = {
+    "closed-loop": "closed loop: clients start together, fixed lengths, waves",
+    "steady": "steady: staggered clients, outputs +-50 %",
+    "poisson": "Poisson arrivals, outputs +-50 %",
+}
+
+
+def _load_text(p: Performance) -> str:
+    """The load point every figure of the section assumes, with its arrival pattern."""
+    reps = f"{p.replicas_at_peak} replica{'s' if p.replicas_at_peak != 1 else ''}"
+    how = ARRIVAL_TEXT.get(p.arrival, p.arrival)
+    if p.requests_per_s_per_replica is not None:
+        return (
+            f"load: {p.requests_per_s_per_replica:.3g} requests/s per replica x {reps} "
+            f"(about {p.concurrency_per_replica} in flight; {how})"
+        )
+    return f"load: {p.concurrency_per_replica} concurrent requests per replica x {reps} ({how})"
+
+
 def table(p: Performance) -> RenderableType:
     """The performance section of ``size``: estimates, verdict, replicas and cost."""
     from rich.console import Group
@@ -140,15 +162,21 @@ def table(p: Performance) -> RenderableType:
         f"performance at the SLO load ({p.engine_label}):",
         f"  model error (median, held out): throughput {u.throughput_median:.0%}, "
         f"ITL {u.itl_median:.0%}, TTFT {u.ttft_median:.0%}",
-        f"  load: {p.concurrency_per_replica} concurrent requests per replica x "
-        f"{p.replicas_at_peak} replica{'s' if p.replicas_at_peak != 1 else ''}",
+        "  " + _load_text(p),
         f"  TTFT p50/p99: {e.ttft_p50_ms:.0f} / {e.ttft_p99_ms:.0f} ms (mostly "
         f"{e.ttft_dominant_term})",
         f"  ITL p50/p99: {e.itl_p50_ms:.1f} / {e.itl_p99_ms:.1f} ms (mostly "
         f"{e.dominant_term}{', KV-cache bound' if e.kv_bound else ''})",
         f"  output: {e.output_tokens_per_s:.0f} tokens/s per replica",
     ]
-    if p.max_concurrency_meeting_slo == 0:
+    if p.max_rate_meeting_slo is not None:
+        lines.append(
+            "  misses the SLO (with the error margin) even at a trickle of requests"
+            if p.max_rate_meeting_slo == 0
+            else f"  meets the SLO (with the error margin) up to {p.max_rate_meeting_slo:.3g} "
+            "requests/s per replica"
+        )
+    elif p.max_concurrency_meeting_slo == 0:
         lines.append("  misses the SLO (with the error margin) even with 1 request per replica")
     elif p.max_concurrency_meeting_slo is not None:
         lines.append(

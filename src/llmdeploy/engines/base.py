@@ -92,6 +92,14 @@ class Engine(Protocol):
         (its ``check`` then refuses a spec that asks for it)."""
         ...
 
+    # the most sequences llmdeploy lets one replica schedule when it decides the limit
+    max_sequences_cap: int
+
+    def decide_batching(self, spec: Spec, sizing: Sizing) -> tuple[Spec, str | None]:
+        """The spec with the batch limits the spec leaves out decided from ``sizing``
+        (``sizing.batching``), and a line saying what was decided (None: nothing)."""
+        ...
+
     def engine_run(self, sizing: Sizing, spec: Spec | None) -> EngineRun | None:
         """How this engine runs one replica of ``sizing`` in the performance model (batching
         limits, KV admission, precision) and the constants fitted for its version; ``spec`` is

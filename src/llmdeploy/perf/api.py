@@ -6,6 +6,7 @@ import dataclasses
 import functools
 import math
 
+from llmdeploy.perf import workloads
 from llmdeploy.perf.sim import SimInput, SimResult, simulate
 from llmdeploy.perf.step import StepModel, build_step_model
 from llmdeploy.perf.types import (
@@ -18,8 +19,16 @@ from llmdeploy.perf.types import (
     Workload,
 )
 from llmdeploy.perf.uncertainty import UNCERTAINTY
+from llmdeploy.perf.workloads import Arrival
 
-__all__ = ["estimate", "max_concurrency_meeting", "percentile", "step_model", "throughput_ceiling"]
+__all__ = [
+    "estimate",
+    "max_concurrency_meeting",
+    "max_rate_meeting",
+    "percentile",
+    "step_model",
+    "throughput_ceiling",
+]
 
 
 def percentile(sorted_values: tuple[float, ...], p: float) -> float:
@@ -225,6 +234,7 @@ def max_concurrency_meeting(
     margin: float | None = None,
     margins: tuple[float, float] | None = None,
     cap: int | None = None,
+    arrival: Arrival = "steady",
 ) -> int:
     """Highest closed-loop concurrency per replica whose p99 TTFT and p99 ITL meet the SLOs.
 
@@ -242,9 +252,8 @@ def max_concurrency_meeting(
     itl_lim = math.inf if itl_ms is None else itl_ms / (1.0 + m_itl)
 
     def ok(cc: int) -> bool:
-        e = estimate(
-            hw, model, dep, Workload(input_tokens, output_tokens, concurrency=cc), constants
-        )
+        load = workloads.workload(arrival, input_tokens, output_tokens, concurrency=cc)
+        e = estimate(hw, model, dep, load, constants)
         return e.ttft_p99_ms <= ttft_lim and e.itl_p99_ms <= itl_lim
 
     per_req = max(1.0, input_tokens + output_tokens)
@@ -281,3 +290,43 @@ def throughput_ceiling(
     cap = float(concurrency) if concurrency is not None else math.inf
     batch = max(1.0, min(dep.max_num_seqs, dep.kv_capacity_tokens // max(1.0, input_tokens), cap))
     return batch / sm.step(batch, batch * input_tokens)
+
+
+def max_rate_meeting(
+    hw: Hardware,
+    model: ModelGeometry,
+    dep: Deployment,
+    input_tokens: float,
+    output_tokens: float,
+    ttft_ms: float | None,
+    itl_ms: float | None,
+    constants: Constants,
+    margins: tuple[float, float],
+    cap: float | None = None,
+) -> float:
+    """Highest Poisson request rate per replica (requests/s) whose p99 TTFT and p99 ITL meet
+    the SLOs tightened by ``margins`` and which the replica keeps up with (not saturated).
+    0.0 when even a trickle misses. Bisection over the rate, to 2 %, up to the throughput
+    ceiling's rate (or ``cap``)."""
+    ttft_lim = math.inf if ttft_ms is None else ttft_ms / (1.0 + margins[0])
+    itl_lim = math.inf if itl_ms is None else itl_ms / (1.0 + margins[1])
+
+    def ok(rate: float) -> bool:
+        load = workloads.workload("poisson", input_tokens, output_tokens, requests_per_s=rate)
+        e = estimate(hw, model, dep, load, constants)
+        return not e.saturated and e.ttft_p99_ms <= ttft_lim and e.itl_p99_ms <= itl_lim
+
+    ceiling = throughput_ceiling(hw, model, dep, input_tokens, constants) / max(1.0, output_tokens)
+    hi = ceiling if cap is None else min(ceiling, cap)
+    lo = hi / 256.0
+    if not ok(lo):
+        return 0.0
+    if ok(hi):
+        return hi
+    while hi / lo > 1.02:
+        mid = math.sqrt(lo * hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

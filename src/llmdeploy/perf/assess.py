@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from llmdeploy.perf import api, inputs
-from llmdeploy.perf.types import PerfEstimate, Workload
+from llmdeploy.perf import api, inputs, workloads
+from llmdeploy.perf.types import PerfEstimate
 from llmdeploy.perf.uncertainty import UNCERTAINTY, Uncertainty
 
 if TYPE_CHECKING:
@@ -101,6 +101,10 @@ class Performance:
     queue_threshold: int | None  # waiting requests per replica at which p99 TTFT crosses the SLO
     uncertainty: Uncertainty
     spec_queue_threshold: int | None = None  # the spec's own waitingRequestsPerReplica
+    arrival: str = "steady"  # the arrival pattern every figure assumes (perf.workloads)
+    # poisson: the load point's request rate per replica, and the highest rate meeting the SLO
+    requests_per_s_per_replica: float | None = None
+    max_rate_meeting_slo: float | None = None
 
     @property
     def replicas_needed(self) -> int | None:
@@ -241,22 +245,43 @@ def assess(
     hw, geo, dep, c = inputs.hardware(sizing.instance), inputs.geometry(req.architecture), \
         run.deployment, run.constants  # fmt: skip
     n_in, n_out, peak = req.slo_input_tokens, req.slo_output_tokens, req.slo_concurrent_requests
+    arrival: workloads.Arrival = req.slo_arrival  # type: ignore[assignment]
+    rate = req.slo_requests_per_s if arrival == "poisson" else None
     m_ttft, m_itl = planning_margin("ttft"), planning_margin("itl")
 
     def meeting(ttft: float | None, itl: float | None) -> int:
         return api.max_concurrency_meeting(
-            hw, geo, dep, n_in, n_out, ttft, itl, c, margins=(m_ttft, m_itl), cap=peak
+            hw, geo, dep, n_in, n_out, ttft, itl, c, margins=(m_ttft, m_itl), cap=peak,
+            arrival=arrival,
+        )  # fmt: skip
+
+    def rate_meeting(ttft: float | None, itl: float | None) -> float:
+        assert rate is not None
+        return api.max_rate_meeting(
+            hw, geo, dep, n_in, n_out, ttft, itl, c, margins=(m_ttft, m_itl), cap=rate
         )
 
-    max_c = meeting(ttft_ms, itl_ms) if (ttft_ms or itl_ms) else None
-    for_latency = math.ceil(peak / max_c) if max_c else None
-    for_memory = sizing.replicas_for_slo
+    max_rate: float | None = None
+    if rate is not None:
+        # an open loop: the load is a rate; replicas split it (KV capacity shows up in the
+        # simulation as preemption and saturation, so there is no separate memory count)
+        max_rate = rate_meeting(ttft_ms, itl_ms) if (ttft_ms or itl_ms) else None
+        for_latency = math.ceil(rate / max_rate - 1e-9) if max_rate else None
+        for_memory = None
+        max_c = None if max_rate is None else (1 if max_rate > 0 else 0)
+    else:
+        max_c = meeting(ttft_ms, itl_ms) if (ttft_ms or itl_ms) else None
+        for_latency = math.ceil(peak / max_c) if max_c else None
+        for_memory = sizing.replicas_for_slo
     counts = [n for n in (for_memory, for_latency) if n]
     needed = max(counts) if counts else 1
     at_peak = max(1, min(needed, reachable))
 
     def at_load(replicas: int) -> PerfEstimate:
-        load = Workload(n_in, n_out, concurrency=math.ceil(peak / replicas))
+        if rate is not None:
+            load = workloads.workload(arrival, n_in, n_out, requests_per_s=rate / replicas)
+        else:
+            load = workloads.workload(arrival, n_in, n_out, concurrency=math.ceil(peak / replicas))
         return api.estimate(hw, geo, dep, load, c)
 
     def planned(e: PerfEstimate) -> bool:
@@ -273,7 +298,14 @@ def assess(
         at_peak, extra = at_peak + 1, extra + 1
         est = at_load(at_peak)
     per_replica = math.ceil(peak / at_peak)
-    if max_c and (extra or not planned(est)) and per_replica <= max_c:
+    if rate is not None:
+        # what a replica holds at its share of the rate (Little's law on the estimate)
+        e2e_s = (est.ttft_mean_ms + est.itl_mean_ms * max(0.0, n_out - 1)) / 1000.0
+        per_replica = max(1, round(rate / at_peak * e2e_s)) if math.isfinite(e2e_s) else 0
+        if max_rate and (extra or not planned(est)):
+            max_rate = rate / at_peak if planned(est) else rate / at_peak * 0.98
+            for_latency = math.ceil(rate / max_rate - 1e-9) if max_rate else None
+    elif max_c and (extra or not planned(est)) and per_replica <= max_c:
         # the load the search said meets the targets did not at this replica count: report
         # the concurrency verified here (and the replicas it takes), not the search's answer
         max_c = per_replica if planned(est) else per_replica - 1
@@ -284,12 +316,22 @@ def assess(
     if itl_ms:
         targets.append(Target("itl", itl_ms, est.itl_p99_ms, m_itl, est.dominant_term))
     queue: int | None = None
-    if ttft_ms and threshold and (spec is None or spec.autoscaling.enabled):
+    if rate is not None and ttft_ms and threshold and (spec is None or spec.autoscaling.enabled):
+        # the requests waiting (not yet decoding) at the highest rate meeting the TTFT target
+        r_ttft = max_rate if not itl_ms else rate_meeting(ttft_ms, None)
+        if r_ttft:
+            at = api.estimate(
+                hw, geo, dep, workloads.workload(arrival, n_in, n_out, requests_per_s=r_ttft), c
+            )
+            e2e_s = (at.ttft_mean_ms + at.itl_mean_ms * max(0.0, n_out - 1)) / 1000.0
+            queue = max(1, round(r_ttft * e2e_s - at.mean_batch))
+    elif ttft_ms and threshold and (spec is None or spec.autoscaling.enabled):
         # The queue depth at which p99 TTFT would cross the (tightened) target: the clients
         # beyond the batch the replica decodes at the highest concurrency that still meets it.
         c_ttft = max_c if not itl_ms else meeting(ttft_ms, None)
         if c_ttft:
-            at = api.estimate(hw, geo, dep, Workload(n_in, n_out, concurrency=c_ttft), c)
+            load = workloads.workload(arrival, n_in, n_out, concurrency=c_ttft)
+            at = api.estimate(hw, geo, dep, load, c)
             queue = max(1, round(c_ttft - at.mean_batch))
     inst = sizing.instance
     tok_s = est.output_tokens_per_s
@@ -310,4 +352,7 @@ def assess(
         queue_threshold=queue,
         uncertainty=UNCERTAINTY,
         spec_queue_threshold=spec.autoscaling.waiting_requests_per_replica if spec else None,
+        arrival=arrival,
+        requests_per_s_per_replica=None if rate is None else rate / at_peak,
+        max_rate_meeting_slo=max_rate,
     )

@@ -50,6 +50,8 @@ def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True)
         slo_concurrent_requests=spec.slo.concurrent_requests,
         slo_input_tokens=spec.slo.input_tokens,
         slo_output_tokens=spec.slo.output_tokens,
+        slo_arrival=spec.slo.arrival_pattern,
+        slo_requests_per_s=spec.slo.requests_per_second,
         engine=spec.engine.type,
         **extra,  # type: ignore[arg-type]
     )

@@ -69,6 +69,10 @@ class SizingRequest:
     slo_concurrent_requests: int = 16
     slo_input_tokens: int = 512
     slo_output_tokens: int = 256
+    # how the SLO's load arrives (perf.workloads): closed-loop | steady | poisson, and the
+    # peak request rate of an open loop (None: a load of slo_concurrent_requests clients)
+    slo_arrival: str = "steady"
+    slo_requests_per_s: float | None = None
 
     @property
     def gpus_per_pod(self) -> int:

@@ -316,6 +316,45 @@ class Slo(SpecModel):
     itl_ms: int | None = Field(
         None, ge=1, le=3_600_000, description="Inter-token latency target (p99)."
     )
+    requests_per_second: float | None = Field(
+        None,
+        gt=0,
+        le=1_000_000,
+        description=(
+            "Peak request rate across all replicas, for an open-loop (Poisson) load: the "
+            "default arrival when set. `concurrentRequests` then only sizes the KV cache."
+        ),
+    )
+    arrival: Literal["closed-loop", "steady", "poisson"] | None = Field(
+        None,
+        description=(
+            "How requests arrive, which the latency estimates follow "
+            "(docs/performance-model.md, 'Arrival patterns'): closed-loop: "
+            "`concurrentRequests` clients start together and resend at once, with fixed "
+            "lengths (what benchmark tools do: requests move in waves); steady: the same "
+            "clients staggered, output lengths spread +-50 % (chat users); poisson: an open "
+            "loop at `requestsPerSecond`. Default: poisson when `requestsPerSecond` is set, "
+            "else steady."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _arrival(self) -> Slo:
+        if self.arrival == "poisson" and self.requests_per_second is None:
+            raise ValueError("`arrival: poisson` needs `requestsPerSecond` (the open-loop rate)")
+        if self.arrival in ("closed-loop", "steady") and self.requests_per_second is not None:
+            raise ValueError(
+                f"`arrival: {self.arrival}` is a load of `concurrentRequests` clients; "
+                "`requestsPerSecond` is for `arrival: poisson` (remove one of them)"
+            )
+        return self
+
+    @property
+    def arrival_pattern(self) -> Literal["closed-loop", "steady", "poisson"]:
+        """The arrival pattern the estimates assume (the documented default filled in)."""
+        if self.arrival is not None:
+            return self.arrival
+        return "poisson" if self.requests_per_second is not None else "steady"
 
 
 class Fallback(SpecModel):

@@ -45,7 +45,12 @@ MULTINODE_HINT = (
 )
 
 
+# trtllm-build's own default max_batch_size from 0.14 (release notes; engines/trtllm/flags.py)
+MAX_BATCH_SIZE_CAP = 2048
+
+
 class Trtllm:
+    max_sequences_cap = MAX_BATCH_SIZE_CAP
     name = "trtllm"
     # where plan-stage version errors are reported: the Triton pin of the default (engine) path
     # (the PyTorch path's version is checked at engine.version when the spec loads)
@@ -145,6 +150,23 @@ class Trtllm:
 
     def pipeline_split(self, version: str | None, num_layers: int, pp: int) -> None:
         return None  # one pod, tensor parallelism only (checks.py refuses pipeline parallelism)
+
+    def decide_batching(self, spec: Spec, sizing: Sizing) -> tuple[Spec, str | None]:
+        from llmdeploy.sizing.batching import kv_sequences, sequences_limit
+
+        engine = _section(spec.engine)
+        if "max_batch_size" in engine.model_fields_set or not sizing.fits:
+            return spec, None
+        # guaranteed_no_evict reserves prompt + output per request: the cache holds this many
+        n = sequences_limit(sizing, floor=8, cap=self.max_sequences_cap)
+        why = (
+            f"engine.maxBatchSize {n}: the KV cache holds {kv_sequences(sizing)} sequences of "
+            f"{sizing.request.slo_input_tokens}+{sizing.request.slo_output_tokens} tokens "
+            f"(at most {self.max_sequences_cap})"
+        )
+        return spec.model_copy(
+            update={"engine": engine.model_copy(update={"max_batch_size": n})}
+        ), why
 
     def engine_run(self, sizing: Sizing, spec: Spec | None) -> EngineRun:
         from llmdeploy.engines.trtllm.perf import engine_run

@@ -97,7 +97,14 @@ class TrtllmEngine(EngineSection):
         pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/[^\s]*)?$",
     )
     max_batch_size: int = Field(
-        64, ge=1, le=4096, description="trtllm-build or trtllm-serve --max_batch_size."
+        64,
+        ge=1,
+        le=4096,
+        description=(
+            "trtllm-build or trtllm-serve --max_batch_size. Left out: decided from the sized "
+            "KV cache (the sequences of the SLO's lengths it holds, rounded up to 8, at most "
+            "2048); 64 is only the provisional value the first sizing pass uses."
+        ),
     )
     max_input_len: int | None = Field(
         None,

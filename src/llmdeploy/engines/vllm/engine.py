@@ -17,7 +17,13 @@ if TYPE_CHECKING:
     from llmdeploy.spec.sections import Spec
 
 
+# The most sequences llmdeploy lets one vLLM replica schedule when it decides the limit: vLLM's
+# own default on GPUs of 70 GiB and more (vllm/engine/arg_utils.py, _set_default_args)
+MAX_NUM_SEQS_CAP = 1024
+
+
 class Vllm:
+    max_sequences_cap = MAX_NUM_SEQS_CAP
     name = "vllm"
     version_field = "engine.version"
     # `--quantization fp8` quantizes a 16-bit checkpoint's Linear layers at load; AWQ, GPTQ and
@@ -65,6 +71,23 @@ class Vllm:
         from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
 
         return stage_layers(version or DEFAULT_VLLM_VERSION, num_layers, pp)
+
+    def decide_batching(self, spec: Spec, sizing: Sizing) -> tuple[Spec, str | None]:
+        from llmdeploy.sizing.batching import kv_sequences, sequences_limit
+
+        if spec.serving.max_num_seqs is not None or not sizing.fits:
+            return spec, None
+        # vLLM admits a request when its prompt fits and preempts (recomputes) the newest one
+        # when decode growth overflows the cache: a limit at what the cache holds at the SLO's
+        # lengths keeps the batch the cache allows without preemption storms
+        n = sequences_limit(sizing, floor=8, cap=self.max_sequences_cap)
+        serving = spec.serving.model_copy(update={"max_num_seqs": n})
+        why = (
+            f"serving.maxNumSeqs {n}: the KV cache holds {kv_sequences(sizing)} sequences of "
+            f"{sizing.request.slo_input_tokens}+{sizing.request.slo_output_tokens} tokens "
+            f"(at most {self.max_sequences_cap})"
+        )
+        return spec.model_copy(update={"serving": serving}), why
 
     def engine_run(self, sizing: Sizing, spec: Spec | None) -> EngineRun:
         from llmdeploy.engines.vllm.perf import engine_run
