@@ -13,6 +13,8 @@ from llmdeploy.perf.assess import Cost, Performance, planning_margin
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
+    from llmdeploy.perf.uncertainty import Uncertainty
+
 
 def verdict(p: Performance) -> str:
     """meets | misses | within-error | no-targets | not-modelled"""
@@ -53,13 +55,19 @@ def to_json(p: Performance | None) -> dict[str, Any] | None:
         "constants": p.engine_label or None,
         "uncertainty": {
             "basis": u.basis,
+            "group": u.group,
+            "group_rows": u.rows,
+            "measured_for_this_group": u.measured,
             "median_abs_error": {
                 "throughput": u.throughput_median,
                 "itl": u.itl_median,
                 "ttft": u.ttft_median,
             },
             "p90_abs_error": {"throughput": u.throughput_p90, "itl": u.itl_p90, "ttft": u.ttft_p90},
-            "planning_margin": {"itl": planning_margin("itl"), "ttft": planning_margin("ttft")},
+            "planning_margin": {
+                "itl": planning_margin("itl", u),
+                "ttft": planning_margin("ttft", u),
+            },
         },
     }
     if e is None:
@@ -130,6 +138,14 @@ def _threshold_text(model: int, spec: int | None) -> str:
     return f"autoscaling threshold: {n(spec)} (the spec's; the model's: {model})"
 
 
+def _group_text(u: Uncertainty) -> str:
+    if not u.group:
+        return ""
+    if not u.measured:
+        return f"; {u.group}"
+    return f", {u.group}: {u.rows} rows"
+
+
 ARRIVAL_TEXT = {
     "closed-loop": "closed loop: clients start together, fixed lengths, waves",
     "steady": "steady: staggered clients, outputs +-50 %",
@@ -160,8 +176,8 @@ def table(p: Performance) -> RenderableType:
     e = p.estimate
     lines = [
         f"performance at the SLO load ({p.engine_label}):",
-        f"  model error (median, held out): throughput {u.throughput_median:.0%}, "
-        f"ITL {u.itl_median:.0%}, TTFT {u.ttft_median:.0%}",
+        f"  model error (median, held out{_group_text(u)}): throughput "
+        f"{u.throughput_median:.0%}, ITL {u.itl_median:.0%}, TTFT {u.ttft_median:.0%}",
         "  " + _load_text(p),
         f"  TTFT p50/p99: {e.ttft_p50_ms:.0f} / {e.ttft_p99_ms:.0f} ms (mostly "
         f"{e.ttft_dominant_term})",

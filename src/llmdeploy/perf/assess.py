@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from llmdeploy.perf import api, inputs, workloads
 from llmdeploy.perf.types import PerfEstimate
-from llmdeploy.perf.uncertainty import UNCERTAINTY, Uncertainty
+from llmdeploy.perf.uncertainty import UNCERTAINTY, Uncertainty, uncertainty_for
 
 if TYPE_CHECKING:
     from llmdeploy.perf.constants import EngineRun
@@ -247,7 +247,8 @@ def assess(
     n_in, n_out, peak = req.slo_input_tokens, req.slo_output_tokens, req.slo_concurrent_requests
     arrival: workloads.Arrival = req.slo_arrival  # type: ignore[assignment]
     rate = req.slo_requests_per_s if arrival == "poisson" else None
-    m_ttft, m_itl = planning_margin("ttft"), planning_margin("itl")
+    unc = uncertainty_for(c.engine, sizing.instance.gpu.arch, arrival)
+    m_ttft, m_itl = planning_margin("ttft", unc), planning_margin("itl", unc)
 
     def meeting(ttft: float | None, itl: float | None) -> int:
         return api.max_concurrency_meeting(
@@ -350,7 +351,7 @@ def assess(
         on_demand=_cost(inst.price_usd_hr, sizing, inst.price_as_of, tok_s, at_peak),
         spot=_cost(inst.spot_price_usd_hr, sizing, inst.spot_price_as_of, tok_s, at_peak),
         queue_threshold=queue,
-        uncertainty=UNCERTAINTY,
+        uncertainty=unc,
         spec_queue_threshold=spec.autoscaling.waiting_requests_per_replica if spec else None,
         arrival=arrival,
         requests_per_s_per_replica=None if rate is None else rate / at_peak,

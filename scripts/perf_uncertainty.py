@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""The performance model's error per engine family, GPU architecture and arrival pattern
+(issue 22 item 6; docs/performance-model.md, "Honest uncertainty").
+
+Usage: python scripts/perf_uncertainty.py [--write]
+
+Reads the leave-one-group-out cross-validation rows that ``scripts/perf_fit.py --cv --write``
+stored in tests/data/perf/fit-residuals.json, tags each with its case's engine family, GPU
+architecture (catalog/data/gpus.csv) and arrival pattern (closed-loop, steady, poisson, burst,
+saturated), and prints the median and 90th percentile |error| of each group of at least
+MIN_ROWS rows, per metric (the same rule as perf_residuals.uncertainty). ``--write`` rewrites
+the GROUPED UNCERTAINTY block of src/llmdeploy/perf/uncertainty.py. Standard library only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import perf_calibration as cal
+import perf_fit
+import perf_residuals as res
+
+from llmdeploy.catalog import ec2
+
+MIN_ROWS = 3
+
+
+def arrival(case: cal.Case) -> str:
+    wl = case.workload
+    if wl.request_rate is not None:
+        return "burst" if math.isinf(wl.request_rate) else "poisson"
+    if wl.num_requests is None:
+        return "saturated" if case.load == "saturated" else "steady"
+    return "steady" if wl.output_spread > 0 else "closed-loop"
+
+
+def gpu_arch(case: cal.Case) -> str:
+    for g in ec2.gpus().values():
+        if g.model == case.hw.name:
+            return g.arch
+    return "unknown"
+
+
+def groups(rows: Sequence[res.Row], cases: Sequence[cal.Case]) -> dict[tuple[str, str, str], list]:
+    by_id = {c.id: c for c in cases}
+    out: dict[tuple[str, str, str], list[res.Row]] = defaultdict(list)
+    for r in rows:
+        c = by_id.get(r["id"])
+        if c is not None:
+            out[(c.family, gpu_arch(c), arrival(c))].append(r)
+    return out
+
+
+def block(grouped: dict[tuple[str, str, str], list[res.Row]], basis: str) -> str:
+    lines = ["GROUPS: dict[tuple[str, str, str], Uncertainty] = {"]
+    for key in sorted(grouped):
+        rows = grouped[key]
+        ids = {r["id"] for r in rows}
+        if len(ids) < MIN_ROWS:
+            continue
+        u = res.uncertainty(rows)
+        fields = ", ".join(f"{k}={v:.3f}" for k, v in u.items())
+        label = f"{key[0]} on {key[1]}, {key[2]} arrivals"
+        lines.append(
+            f"    {key!r}: Uncertainty({fields}, basis={basis!r}, group={label!r}, rows={len(ids)}),"
+        )
+    return "\n".join([*lines, "}"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args(argv)
+    stored = json.loads(res.RESIDUALS.read_text())
+    if "cv" not in stored:
+        raise SystemExit(f"{res.relative(res.RESIDUALS)}: no cross-validation rows (perf_fit.py --cv)")
+    grouped = groups(stored["cv"]["rows"], cal.load_cases())
+    print(f"{'group':48s} {'cases':>5s}  thr med/p90    ITL med/p90   TTFT med/p90")
+    for key in sorted(grouped):
+        rows = grouped[key]
+        n = len({r["id"] for r in rows})
+        u = res.uncertainty(rows)
+        mark = "" if n >= MIN_ROWS else "  (too few: not used)"
+        print(
+            f"{' / '.join(key):48s} {n:5d}  {u['throughput_median']:5.0%} {u['throughput_p90']:5.0%}"
+            f"  {u['itl_median']:5.0%} {u['itl_p90']:5.0%}  {u['ttft_median']:5.0%} "
+            f"{u['ttft_p90']:5.0%}{mark}"
+        )
+    if args.write:
+        path = perf_fit.UNCERTAINTY_FILE
+        text = perf_fit.replace_block(
+            path.read_text(), "GROUPED UNCERTAINTY", block(grouped, "leave-one-group-out CV")
+        )
+        path.write_text(text)
+        print(f"wrote the GROUPED UNCERTAINTY block of {res.relative(path)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
