@@ -66,6 +66,12 @@ GROUPS = (
         ),
     ),
     Group("write", ("src/llmdeploy/write.py",), ("tests/test_write.py", "tests/test_cli.py")),
+    # the performance stage, against tests that state values (no goldens, no stored residuals)
+    Group(
+        "perf",
+        ("src/llmdeploy/perf/*", "src/llmdeploy/sizing/batching.py"),
+        ("tests/test_perf_hand.py", "tests/test_perf_model.py", "tests/test_perf_verdict.py"),
+    ),
     Group(
         "budgets",
         ("src/llmdeploy/engines/vllm/budget.py", "src/llmdeploy/engines/trtllm/budget.py"),

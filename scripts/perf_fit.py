@@ -323,6 +323,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true", help="rewrite the generated blocks")
     ap.add_argument("--cv", action="store_true", help="leave-one-group-out cross-validation")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument(
+        "--folds", help="comma-separated substrings: only the CV folds whose name has one"
+    )
+    ap.add_argument("--cv-nfev", type=int, default=15, help="evaluations per CV refit")
     args = ap.parse_args(argv)
     cases = cal.load_cases(args.perf_dir)
     ev = Evaluator(cases, args.workers)
@@ -336,7 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     theta = [math.log(float(f"{math.exp(v):.4g}")) for v in theta]
     rows = ev.rows(theta, everything)
     summary: res.Summary = {
-        "generated_by": "python scripts/perf_fit.py" + (" --cv" if args.cv else "") + " --write",
+        "generated_by": "python scripts/perf_fit.py"
+        + (" --cv" if args.cv else "")
+        + (f" --folds {args.folds!r} --cv-nfev {args.cv_nfev}" if args.cv and args.folds else "")
+        + " --write",
         "parameters": [
             {**dataclasses.asdict(p), "fitted": float(f"{math.exp(v):.4g}")}
             for p, v in zip(PARAMS, theta, strict=True)
@@ -348,9 +355,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cv:
         cv_rows: list[res.Row] = []
         per_fold: dict[str, res.Summary] = {}
-        for name, held in folds(cases).items():
+        chosen = folds(cases)
+        if args.folds:
+            keep = [k.strip() for k in args.folds.split(",")]
+            chosen = {n: h for n, h in chosen.items() if any(k in n for k in keep)}
+        for name, held in chosen.items():
             train = [i for i in everything if i not in set(held)]
-            th = fit(ev, train, start=theta, max_nfev=15)
+            th = fit(ev, train, start=theta, max_nfev=args.cv_nfev)
             fold_rows = [{**r, "fold": name} for r in ev.rows(th, held)]
             cv_rows += fold_rows
             per_fold[name] = res.headline(fold_rows)

@@ -328,6 +328,11 @@ class Echo:
     def memory_budget(self, req, arch, quant, total_gib, max_model_len):
         return vllm_budget(req, arch, quant, total_gib, max_model_len)
 
+    max_sequences_cap = 256
+
+    def decide_batching(self, spec, sizing):
+        return spec, None  # the spec's limits, as they are
+
     def engine_run(self, sizing, spec):
         return None  # no performance constants fitted: its configurations are not estimated
 

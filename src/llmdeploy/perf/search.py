@@ -193,6 +193,10 @@ def search(
                 refused += 1
                 continue
             sizing = size_spec(variant, spec_dir, suggest=False)
+            # each candidate gets the batch limit its own KV cache decides (as render does)
+            decided, why = engine.decide_batching(variant, sizing)
+            if why is not None:
+                variant, sizing = decided, size_spec(decided, spec_dir, suggest=False)
         except (ValidationError, LlmdeployError):
             refused += 1
             continue

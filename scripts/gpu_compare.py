@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Predicted before the run, against measured, on the H200 arrival-pattern runs (issue 22;
+docs/performance-model.md, "Measured on one H200").
+
+Usage: python scripts/gpu_compare.py [--rows]
+
+Three predictions of every row of tests/data/perf/h200-vllm-0.24.0-arrivals.yaml:
+  before  what tests/data/perf/predictions/KEY.json recorded before the lease (the commit named
+          there; the harness's prefix-cache hits unknown then), against loadgen's own summary
+          of the same window (throughput over the steady window, as predicted then);
+  held    the cross-validation stored by scripts/perf_fit.py (the fit that did not see that
+          geometry), from tests/data/perf/fit-residuals.json;
+  now     the shipped constants (in sample for these rows).
+Prints the median |error| per arrival pattern and metric (throughput, ITL p50, TTFT p50).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import perf_calibration as cal
+import perf_residuals as res
+
+DATA = cal.DATA
+ROWS_FILE = DATA / "h200-vllm-0.24.0-arrivals.yaml"
+METRICS = (("thr", "output_tok_s"), ("itl_p50", "itl_p50_ms"), ("ttft_p50", "ttft_p50_ms"))
+
+
+def _key(row_id: str) -> str:
+    return row_id.split("-")[2]  # h200-vllm0240-KEY-...
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", action="store_true")
+    args = ap.parse_args(argv)
+    doc = yaml.safe_load(ROWS_FILE.read_text())
+    cases = {c.id: c for c in cal.load_cases() if c.source == ROWS_FILE.stem}
+    stored = json.loads(res.RESIDUALS.read_text()) if res.RESIDUALS.exists() else {}
+    held = {(r["id"], r["metric"]): r["rel_err"] for r in stored.get("cv", {}).get("rows", [])}
+    errs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for row in doc["arrivals"]:
+        key, rid, arrival = _key(row["id"]), row["id"], row["arrival"]
+        sweep = "/".join(
+            [str(row["input_tokens"]), str(row["output_tokens"]), row["raw_summary"]["mode"],
+             str(row["num_requests"])]
+        )  # fmt: skip
+        pred_file = DATA / "predictions" / f"{key}.json"
+        before = {}
+        if pred_file.exists():
+            runs = json.loads(pred_file.read_text())["models"][key]
+            before = next((r for r in runs if r["sweep"] == sweep), {})
+        now = cal.predict(cases[rid]) if rid in cases else {}
+        steady = row["raw_summary"]["steady"]
+        line = [f"{rid[14:]:34s}"]
+        for metric, field in METRICS:
+            measured = row["metrics"][field]
+            if before:
+                # the recorded prediction was of loadgen's steady window (throughput too)
+                target = steady[field] if metric == "thr" else measured
+                e = before[field] / target - 1
+                errs[("before", arrival, metric)].append(abs(e))
+                line.append(f"{metric} before {e:+5.0%}")
+            if (rid, metric) in held:
+                errs[("held", arrival, metric)].append(abs(held[(rid, metric)]))
+                line.append(f"held {held[(rid, metric)]:+5.0%}")
+            if now:
+                e = now[metric] / measured - 1
+                errs[("now", arrival, metric)].append(abs(e))
+                line.append(f"now {e:+5.0%}")
+        if args.rows:
+            print("  ".join(line))
+    print("| prediction | arrival | rows | throughput | ITL p50 | TTFT p50 |")
+    print("|---|---|---:|---:|---:|---:|")
+    for kind in ("before", "held", "now"):
+        for arrival in ("closed-loop", "steady", "poisson", "all"):
+            cells = []
+            n = 0
+            for metric, _ in METRICS:
+                xs = [
+                    v
+                    for (k, a, m), vals in errs.items()
+                    if k == kind and m == metric and (arrival == "all" or a == arrival)
+                    for v in vals
+                ]
+                n = max(n, len(xs))
+                cells.append(f"{statistics.median(xs):.0%}" if xs else "-")
+            if n:
+                print(f"| {kind} | {arrival} | {n} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
