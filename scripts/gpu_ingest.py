@@ -173,18 +173,20 @@ def ingest(results: Path, key: str) -> tuple[dict[str, Any], list[dict[str, Any]
 
 
 HEADER = """\
-# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-01 by llmdeploy's developers
-# with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py), dummy weights (--load-format dummy),
-# converted by scripts/gpu_ingest.py. Server: `vllm serve MODEL --load-format dummy --max-model-len 8192
-# --gpu-memory-utilization 0.92 --tensor-parallel-size 1 --enable-prefix-caching --enable-chunked-prefill`.
-# Load: `loadgen.py URL m ISL OSL MODE NREQ` per row (closed:C waves, stagger:C steady mix with outputs
-# +-50 %, poisson:R open loop with outputs +-50 %), the sweeps of one model in the order of
-# tests/data/perf/gpu-plan/KEY.yaml. Predictions recorded before the run: tests/data/perf/predictions/.
-# metrics: output_tok_s over all requests and the wall time; TTFT/ITL over the steady window (requests
-# starting after the first C finished; after the first tenth of arrivals). ITL is the per-request mean gap.
-# prefix_cache_hits: requests whose whole prompt was in the prefix cache (loadgen seeds prompts by request
-# index, so later sweeps re-send earlier prompts); replayed from the timestamps against an LRU of the
-# server's KV blocks. raw_summary: loadgen's summary as printed.
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-01 by llmdeploy's
+# developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py), dummy weights
+# (--load-format dummy), converted by scripts/gpu_ingest.py. Server: `vllm serve MODEL
+# --load-format dummy --max-model-len 8192 --gpu-memory-utilization 0.92
+# --tensor-parallel-size 1 --enable-prefix-caching --enable-chunked-prefill`.
+# Load: `loadgen.py URL m ISL OSL MODE NREQ` per row (closed:C waves, stagger:C steady mix with
+# outputs +-50 %, poisson:R open loop with outputs +-50 %), the sweeps of one model in the order
+# of tests/data/perf/gpu-plan/KEY.yaml. Predictions recorded before the run:
+# tests/data/perf/predictions/. metrics: output_tok_s over all requests and the wall time;
+# TTFT/ITL over the steady window (requests starting after the first C finished; after the
+# first tenth of arrivals). ITL is the per-request mean gap. prefix_cache_hits: requests whose
+# whole prompt was in the prefix cache (loadgen seeds prompts by request index, so later sweeps
+# re-send earlier prompts); replayed from the timestamps against an LRU of the server's KV
+# blocks. raw_summary: loadgen's summary as printed.
 """
 
 

@@ -58,19 +58,54 @@ def groups(rows: Sequence[res.Row], cases: Sequence[cal.Case]) -> dict[tuple[str
     return out
 
 
-def block(grouped: dict[tuple[str, str, str], list[res.Row]], basis: str) -> str:
+def group_uncertainty(rows: Sequence[res.Row], pooled: dict[str, float]) -> dict[str, float]:
+    """res.uncertainty of the group's rows; a metric the group has no row of takes the pooled
+    figure (never a placeholder)."""
+    u = res.uncertainty(rows)
+    mine = dict(u)
+    for name in ("throughput", "itl", "ttft"):
+        counted = [
+            r
+            for r in rows
+            if r["weight"] >= 0.5
+            and (
+                (name == "throughput" and r["metric"] == "thr")
+                or (name == "itl" and r["metric"].startswith("itl"))
+                or (
+                    name == "ttft"
+                    and r["metric"].startswith("ttft")
+                    and r["load"] in ("low", "moderate")
+                )
+            )
+        ]
+        if not counted:
+            mine[f"{name}_median"] = pooled[f"{name}_median"]
+            mine[f"{name}_p90"] = pooled[f"{name}_p90"]
+        else:
+            mine[f"{name}_median"] = u[f"{name}_median"]
+            mine[f"{name}_p90"] = u[f"{name}_p90"]
+    return mine
+
+
+def block(
+    grouped: dict[tuple[str, str, str], list[res.Row]], basis: str, pooled: dict[str, float]
+) -> str:
     lines = ["GROUPS: dict[tuple[str, str, str], Uncertainty] = {"]
     for key in sorted(grouped):
         rows = grouped[key]
         ids = {r["id"] for r in rows}
         if len(ids) < MIN_ROWS:
             continue
-        u = res.uncertainty(rows)
-        fields = ", ".join(f"{k}={v:.3f}" for k, v in u.items())
+        u = group_uncertainty(rows, pooled)
         label = f"{key[0]} on {key[1]}, {key[2]} arrivals"
-        lines.append(
-            f"    {key!r}: Uncertainty({fields}, basis={basis!r}, group={label!r}, rows={len(ids)}),"
-        )
+        lines.append(f"    {key!r}: Uncertainty(")
+        lines += [f"        {k}={v:.3f}," for k, v in u.items()]
+        lines += [
+            f"        basis={basis!r},",
+            f"        group={label!r},",
+            f"        rows={len(ids)},",
+            "    ),",
+        ]
     return "\n".join([*lines, "}"])
 
 
@@ -80,23 +115,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     stored = json.loads(res.RESIDUALS.read_text())
     if "cv" not in stored:
-        raise SystemExit(f"{res.relative(res.RESIDUALS)}: no cross-validation rows (perf_fit.py --cv)")
+        raise SystemExit(
+            f"{res.relative(res.RESIDUALS)}: no cross-validation rows (perf_fit.py --cv)"
+        )
     grouped = groups(stored["cv"]["rows"], cal.load_cases())
+    pooled = stored["uncertainty"]
     print(f"{'group':48s} {'cases':>5s}  thr med/p90    ITL med/p90   TTFT med/p90")
     for key in sorted(grouped):
         rows = grouped[key]
         n = len({r["id"] for r in rows})
-        u = res.uncertainty(rows)
+        u = group_uncertainty(rows, pooled)
         mark = "" if n >= MIN_ROWS else "  (too few: not used)"
         print(
-            f"{' / '.join(key):48s} {n:5d}  {u['throughput_median']:5.0%} {u['throughput_p90']:5.0%}"
+            f"{' / '.join(key):48s} {n:5d}  {u['throughput_median']:5.0%} "
+            f"{u['throughput_p90']:5.0%}"
             f"  {u['itl_median']:5.0%} {u['itl_p90']:5.0%}  {u['ttft_median']:5.0%} "
             f"{u['ttft_p90']:5.0%}{mark}"
         )
     if args.write:
         path = perf_fit.UNCERTAINTY_FILE
         text = perf_fit.replace_block(
-            path.read_text(), "GROUPED UNCERTAINTY", block(grouped, "leave-one-group-out CV")
+            path.read_text(),
+            "GROUPED UNCERTAINTY",
+            block(grouped, "leave-one-group-out CV", pooled),
         )
         path.write_text(text)
         print(f"wrote the GROUPED UNCERTAINTY block of {res.relative(path)}")

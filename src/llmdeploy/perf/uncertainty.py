@@ -40,12 +40,12 @@ class Uncertainty:
 # fmt: off
 # BEGIN FITTED UNCERTAINTY
 UNCERTAINTY = Uncertainty(
-    throughput_median=0.149,
-    throughput_p90=0.321,
-    itl_median=0.159,
-    itl_p90=0.391,
-    ttft_median=0.502,
-    ttft_p90=1.355,
+    throughput_median=0.139,
+    throughput_p90=0.298,
+    itl_median=0.148,
+    itl_p90=0.491,
+    ttft_median=0.334,
+    ttft_p90=0.687,
     basis='leave-one-group-out CV residuals (scripts/perf_fit.py --cv)',
 )
 # END FITTED UNCERTAINTY
@@ -57,7 +57,52 @@ UNCERTAINTY = Uncertainty(
 # ``scripts/perf_uncertainty.py --write`` from tests/data/perf/fit-residuals.json.
 # fmt: off
 # BEGIN GROUPED UNCERTAINTY
-GROUPS: dict[tuple[str, str, str], Uncertainty] = {}
+GROUPS: dict[tuple[str, str, str], Uncertainty] = {
+    ('trtllm-trt', 'Hopper', 'saturated'): Uncertainty(
+        throughput_median=0.165,
+        throughput_p90=0.209,
+        itl_median=0.148,
+        itl_p90=0.491,
+        ttft_median=0.334,
+        ttft_p90=0.687,
+        basis='leave-one-group-out CV',
+        group='trtllm-trt on Hopper, saturated arrivals',
+        rows=12,
+    ),
+    ('vllm', 'Hopper', 'closed-loop'): Uncertainty(
+        throughput_median=0.145,
+        throughput_p90=0.407,
+        itl_median=0.150,
+        itl_p90=0.711,
+        ttft_median=0.389,
+        ttft_p90=1.063,
+        basis='leave-one-group-out CV',
+        group='vllm on Hopper, closed-loop arrivals',
+        rows=31,
+    ),
+    ('vllm', 'Hopper', 'poisson'): Uncertainty(
+        throughput_median=0.094,
+        throughput_p90=0.218,
+        itl_median=0.180,
+        itl_p90=0.394,
+        ttft_median=0.154,
+        ttft_p90=0.371,
+        basis='leave-one-group-out CV',
+        group='vllm on Hopper, poisson arrivals',
+        rows=10,
+    ),
+    ('vllm', 'Hopper', 'steady'): Uncertainty(
+        throughput_median=0.093,
+        throughput_p90=0.272,
+        itl_median=0.145,
+        itl_p90=0.379,
+        ttft_median=0.287,
+        ttft_p90=0.455,
+        basis='leave-one-group-out CV',
+        group='vllm on Hopper, steady arrivals',
+        rows=9,
+    ),
+}
 # END GROUPED UNCERTAINTY
 # fmt: on
 
