@@ -28,10 +28,10 @@ from llmdeploy.catalog.models import load_architecture
 from llmdeploy.cli import preset_report
 from llmdeploy.engines.vllm.perf_constants import CONSTANTS as VLLM_ROWS
 from llmdeploy.perf import inputs
-from llmdeploy.perf.api import step_model
+from llmdeploy.perf.api import estimate, step_model
 from llmdeploy.perf.constants import constants_for
 from llmdeploy.perf.step import _pnorm, param_counts
-from llmdeploy.perf.types import Constants, Deployment, Hardware, ModelGeometry
+from llmdeploy.perf.types import Constants, Deployment, Hardware, ModelGeometry, Workload
 from llmdeploy.sizing import requests
 from llmdeploy.sizing.calculator import compute
 from test_families import _jamba_v01
@@ -228,3 +228,23 @@ def test_dp_and_pp_together_are_refused() -> None:
         "data parallelism combined with pipeline parallelism is not modelled"
     )
     assert inputs.unsupported(p.sizing) is None
+
+
+def test_dense_dp_is_stepped_together_a_conservative_throughput() -> None:
+    # vLLM's dense DP ranks are independent engines; the model steps them together (the
+    # busiest rank sets the step): low-load TTFT stays one rank's, high-load throughput is
+    # below dp x one rank's (docs/performance-model.md, "Layouts")
+    c = dataclasses.replace(C, request_overhead_ms=0.0, ttft_overhead_ms=0.0)
+    one = Deployment(tp=2, max_num_seqs=64, kv_capacity_tokens=200_000, max_num_batched_tokens=4096)
+    dp = dataclasses.replace(
+        one, data_parallel=4, max_num_seqs=256, kv_capacity_tokens=800_000,
+        max_num_batched_tokens=4 * 4096,
+    )  # fmt: skip
+    rank = estimate(HW, DENSE, one, Workload(1000, 200, concurrency=4), c)
+    replica = estimate(HW, DENSE, dp, Workload(1000, 200, concurrency=16), c)
+    assert replica.ttft_p50_ms == pytest.approx(rank.ttft_p50_ms, rel=0.05)
+    assert 0.8 * 4 * rank.output_tokens_per_s < replica.output_tokens_per_s
+    assert replica.output_tokens_per_s < 4 * rank.output_tokens_per_s
+    busy = estimate(HW, DENSE, dp, Workload(1000, 200, concurrency=128), c)
+    busy_rank = estimate(HW, DENSE, one, Workload(1000, 200, concurrency=32), c)
+    assert busy.output_tokens_per_s < 0.7 * 4 * busy_rank.output_tokens_per_s
