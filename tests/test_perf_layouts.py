@@ -2,7 +2,8 @@
 data and expert parallelism inside a pod (MoE), pipeline parallelism over nodes, hybrid
 state-space models (docs/performance-model.md, "Layouts").
 
-Upstream sources of the mechanisms (vllm-project/vllm):
+Upstream sources of the mechanisms (vllm-project/vllm; all2all.py read at commit 00143004 of
+the stored snapshot, the rest in code search of stored vLLM sources, not pinned to a tag):
 - vllm/envs.py ``VLLM_ALL2ALL_BACKEND`` (default ``allgather_reducescatter``) and
   vllm/distributed/device_communicators/all2all.py ``AgRsAll2AllManager``: expert dispatch is an
   all-gather of every DP rank's hidden states, top-k weights and ids; combine a reduce-scatter.
@@ -11,6 +12,8 @@ Upstream sources of the mechanisms (vllm-project/vllm):
   sends two hidden-size tensors per token, each TP rank its 1/tp slice.
 - vllm/v1/engine/core.py ``step_with_batch_queue``: with pipeline parallelism the engine keeps
   as many batches in flight as there are stages.
+- vllm/model_executor/layers/fused_moe/config.py ``FusedMoEParallelConfig.make``
+  (``flatten_tp_across_dp``): under DP the experts are sharded over dp x tp GPUs.
 - vllm/model_executor/layers/mamba/mamba_utils.py: the state a sequence keeps per layer.
 """
 
