@@ -251,3 +251,10 @@ def test_dense_dp_is_stepped_together_a_conservative_throughput() -> None:
     busy = estimate(HW, DENSE, dp, Workload(1000, 200, concurrency=128), c)
     busy_rank = estimate(HW, DENSE, one, Workload(1000, 200, concurrency=32), c)
     assert busy.output_tokens_per_s < 0.7 * 4 * busy_rank.output_tokens_per_s
+
+
+def test_pp_replica_throughput_is_its_batch_over_the_itl() -> None:
+    # two batches in flight: every sequence gets a token per trip of its batch
+    dep = Deployment(tp=1, pipeline_parallel=2, pipeline_nodes=2, kv_capacity_tokens=400_000)
+    e = estimate(HW, DENSE, dep, Workload(1000, 200, concurrency=64), C)
+    assert e.output_tokens_per_s == pytest.approx(e.mean_batch / (e.itl_mean_ms / 1000), rel=0.02)
