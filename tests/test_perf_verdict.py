@@ -19,6 +19,7 @@ from llmdeploy import pipeline
 from llmdeploy.catalog import ec2
 from llmdeploy.cli import commands as cli
 from llmdeploy.errors import ExitCode, MissesSloError
+from llmdeploy.perf import inputs
 from llmdeploy.perf.assess import gpu_share
 from llmdeploy.spec import load
 
@@ -113,12 +114,13 @@ def test_without_targets_the_estimate_is_shown_and_no_verdict_is_given(tmp_path:
     assert doc["performance"]["targets"] == []
 
 
-def test_an_unmodelled_configuration_says_why_and_is_not_refused(tmp_path: Path) -> None:
+def test_data_parallelism_in_a_pod_gets_a_verdict(tmp_path: Path) -> None:
+    # once "not modelled"; an unmodelled configuration (no instance type) is below
     text = spec_text(IMPOSSIBLE, hardware={"instanceType": "p5.48xlarge", "tensorParallel": 1,
                                            "dataParallel": 2})  # fmt: skip
     doc = json.loads(run(tmp_path, text, "size", "--json").stdout)
-    assert doc["performance"]["verdict"] == "not-modelled"
-    assert "data parallelism" in doc["performance"]["unsupported"]
+    assert doc["performance"]["unsupported"] is None
+    assert doc["performance"]["verdict"] == "misses"
 
 
 def scaled_object(result: pipeline.Rendered) -> dict[str, Any]:
@@ -306,12 +308,13 @@ def test_plan_refuses_what_it_cannot_search(tmp_path: Path) -> None:
     assert stdout.exit_code == ExitCode.USAGE and not (tmp_path / "-").exists()
 
 
-def test_render_notes_latency_targets_it_could_not_check() -> None:
-    text = spec_text(IMPOSSIBLE, hardware={"instanceType": "p5.48xlarge", "tensorParallel": 1,
-                                           "dataParallel": 2})  # fmt: skip
+def test_render_notes_latency_targets_it_could_not_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every layout a spec can name is modelled now; stand in a reason the model would give
+    monkeypatch.setattr(inputs, "unsupported", lambda sizing: "a stand-in blind spot")
+    text = spec_text(IMPOSSIBLE, hardware={"instanceType": "p5.48xlarge", "tensorParallel": 1})
     rendered = pipeline.render_loaded(load.load_spec_text(text, "spec.yaml"), header_command="t")
     (note,) = [d for d in rendered.warnings if "not checked" in d.message]
-    assert note.severity == "note" and "data parallelism" in note.message
+    assert note.severity == "note" and "a stand-in blind spot" in note.message
 
 
 def test_quick_mode_without_an_instance_says_why_there_is_no_estimate() -> None:

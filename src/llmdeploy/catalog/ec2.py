@@ -95,6 +95,9 @@ class Instance:
     # the catalog has none. Spot prices move: the date says when this one was seen.
     spot_price_usd_hr: float | None = None
     spot_price_as_of: str | None = None
+    # network bandwidth of the node, Gbit/s (EC2 DescribeInstanceTypes via Karpenter's
+    # instance-network-bandwidth label; on p4d/p5 this is the EFA aggregate, 3200 on p5)
+    network_gbps: float | None = None
 
     @property
     def link_gbs(self) -> float | None:
@@ -231,6 +234,7 @@ def instances() -> dict[str, Instance]:
             spot_price_usd_hr=_num(spot[row["instance_type"]]["spot_price_usd_hr"])
             if row["instance_type"] in spot
             else None,
+            network_gbps=_num(row["network_baseline_gbps_karpenter"]),
             spot_price_as_of=spot[row["instance_type"]]["as_of"]
             if row["instance_type"] in spot
             else None,

@@ -83,8 +83,12 @@ def notes(presets: Sequence[PresetSummary]) -> list[str]:
         f"$/h node: us-east-1 Linux on-demand price of the whole node, price list of {dates}"
         + (f"; {NOT_MODELLED}: no on-demand price ({', '.join(unpriced)})" if unpriced else ""),
         "predicted tok/s: output tokens/s of one replica at its share of the SLO's peak "
-        f"(performance model, median error {UNCERTAINTY.throughput_median:.0%}); "
-        f"{NOT_MODELLED}: not modelled",
+        f"(performance model, median error {UNCERTAINTY.throughput_median:.0%})"
+        + (
+            f"; {NOT_MODELLED}: not modelled"
+            if any(p.predicted_tokens_per_s is None for p in presets)
+            else ""
+        ),
         "details: llmdeploy presets show NAME",
     ]
     return out

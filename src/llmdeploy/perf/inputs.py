@@ -8,10 +8,11 @@ from its plug-in (``engines/<name>/perf.py``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
-from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
+from llmdeploy.catalog.architecture import Architecture, CheckpointQuant, layer_shapes, ssm_params
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.perf.types import Deployment, GemmDtype, Hardware, ModelGeometry
 from llmdeploy.sizing import memory as mem
@@ -25,21 +26,19 @@ __all__ = ["Precision", "deployment", "geometry", "hardware", "precision", "unsu
 def unsupported(sizing: Sizing) -> str | None:
     """Why the model cannot estimate this configuration (None: it can). Each is a blind spot
     of docs/performance-model.md."""
-    arch = sizing.request.architecture
     inst = sizing.instance
     if inst is None:
         return "no instance type: the model needs a GPU's bandwidth and compute"
-    if sizing.pp > 1 or sizing.nodes > 1:
-        return "pipeline parallelism (stages, bubbles, traffic between nodes) is not modelled"
-    if sizing.data_parallel > 1:
-        return "data parallelism inside a pod (and its expert all-to-all) is not modelled"
-    if arch.has_state_space:
-        return "state-space (Mamba) layers are not modelled"
+    if sizing.data_parallel > 1 and sizing.pp > 1:
+        return "data parallelism combined with pipeline parallelism is not modelled"
     gpu = inst.gpu
     if gpu.mem_bw_gbs is None or gpu.fp16_tflops is None:
         return f"{gpu.model}: memory bandwidth or BF16 peak not in the catalog"
-    if sizing.tp > 1 and inst.link_gbs is None:
+    on_node = sizing.tp > 1 or sizing.data_parallel > 1 or (sizing.pp > sizing.nodes)
+    if on_node and inst.link_gbs is None:
         return f"{inst.name}: GPU-to-GPU bandwidth not in the catalog"
+    if sizing.nodes > 1 and not inst.network_gbps:
+        return f"{inst.name}: network bandwidth between nodes not in the catalog"
     return None
 
 
@@ -57,6 +56,25 @@ def hardware(inst: Instance) -> Hardware:
         interconnect_bw_gbs=inst.link_gbs or 0.0,
         gpu_count=inst.gpu_count,
         mem_gib=(gpu.mem_mib_nvidia_smi or 0) / 1024 or None,
+        network_bw_gbs=(inst.network_gbps or 0.0) / 8.0 / max(1, inst.gpu_count),
+    )
+
+
+def _hybrid(arch: Architecture, geo: ModelGeometry) -> ModelGeometry:
+    """``geo`` of a hybrid state-space model: its layers' mixers and MLPs counted from its layer
+    shapes (catalog/hybrids.py)."""
+    shapes = layer_shapes(arch)
+    widths = [s.mlp_width for s in shapes if s.mlp_width > 0 and not s.moe]
+    moe_layers = sum(1 for s in shapes if s.moe)
+    return dataclasses.replace(
+        geo,
+        attention_layers=sum(1 for s in shapes if s.attention),
+        mamba_layers=sum(1 for s in shapes if s.mixer == "mamba"),
+        mamba_params=ssm_params(arch),
+        dense_mlp_layers=len(widths),
+        intermediate=max(widths, default=0),
+        first_dense_layers=arch.num_layers - moe_layers if arch.is_moe else 0,
+        gated_mlp=arch.gated_mlp,
     )
 
 
@@ -66,7 +84,7 @@ def geometry(arch: Architecture) -> ModelGeometry:
     window = arch.sliding_window or arch.attention_chunk_size or 0
     moe_width = arch.moe_intermediate_size
     shared = round(arch.shared_expert_intermediate_size / moe_width) if moe_width else 0
-    return ModelGeometry(
+    geo = ModelGeometry(
         name=arch.name,
         layers=arch.num_layers,
         hidden=arch.hidden_size,
@@ -89,6 +107,9 @@ def geometry(arch: Architecture) -> ModelGeometry:
         sliding_window=window if sliding else 0,
         sliding_layers=sliding if window else 0,
     )
+    if arch.has_state_space:
+        geo = _hybrid(arch, geo)
+    return geo
 
 
 @dataclass(frozen=True)
@@ -137,6 +158,14 @@ def deployment(
     """One replica of ``sizing`` as the model runs it: its TP degree, precision, batching limits
     and the KV-cache capacity the sizing computed; the engine says how it admits requests."""
     p = precision(sizing)
+    # every data-parallel rank has its own scheduler, batching limits and KV pool (the
+    # sizing's figures are one rank's); the replica's are all of its ranks' together
+    dp = max(1, sizing.data_parallel)
+    state = sizing.state_bytes_per_sequence
+    if sizing.pp > 1 and sizing.kv_layout is not None:
+        # the sizing's figures are the binding stage's; a token crosses every stage
+        mamba = sizing.request.architecture.layer_attention.count("mamba")
+        state = sizing.kv_layout.state_bytes_per_layer * mamba
     return Deployment(
         tp=sizing.tp,
         weight_bytes_dense=p.weight_bytes_dense,
@@ -144,9 +173,14 @@ def deployment(
         lm_head_bytes=p.lm_head_bytes,
         gemm_dtype=p.gemm_dtype,
         kv_bytes=p.kv_bytes,
-        max_num_batched_tokens=sizing.max_num_batched_tokens,
-        max_num_seqs=sizing.max_num_seqs,
-        kv_capacity_tokens=max(0, sizing.kv_cache_tokens),
+        max_num_batched_tokens=sizing.max_num_batched_tokens * dp,
+        max_num_seqs=sizing.max_num_seqs * dp,
+        kv_capacity_tokens=max(0, sizing.kv_cache_tokens) * dp,
         kv_admission=kv_admission,
         async_scheduling=async_scheduling,
+        data_parallel=dp,
+        expert_parallel=sizing.expert_parallel,
+        pipeline_parallel=max(1, sizing.pp),
+        pipeline_nodes=max(1, sizing.nodes),
+        state_bytes_per_seq=float(state),
     )

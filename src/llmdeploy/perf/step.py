@@ -14,6 +14,12 @@ already-cached prefix tokens ``pf_prefix``). Per GPU of the TP group:
     step       max(GPU, host) if the engine overlaps host and GPU, else GPU + host;
                then at least stream_token * tokens emitted (one frontend process).
 
+Layouts (docs/performance-model.md, "Layouts"): a replica of ``ranks`` side-by-side batches
+(data-parallel ranks, or pipeline batches in flight) steps as one rank at its share of the
+sequences; MoE under DP adds the expert all-gather + reduce-scatter over the DP group and shards
+the experts over tp x dp GPUs; pipeline stages add their sends; hybrid state-space models read
+and write each sequence's state once per step and count their mixers' weights.
+
 See NOTES.md for the sources of each term.
 """
 
@@ -40,12 +46,22 @@ class ParamCounts:
     moe_layers: int
     lm_head: float
     embedding: float  # 0 when tied to the LM head
+    # hybrid state-space models: layers with attention (-1: every layer) and with a mixer
+    attention_layers: int = -1
+    mamba_layers: int = 0
+    mamba_per_layer: float = 0.0
+
+    @property
+    def attn_layers(self) -> int:
+        if self.attention_layers >= 0:
+            return self.attention_layers
+        return self.dense_layers + self.moe_layers
 
     @property
     def total(self) -> float:
-        layers = self.dense_layers + self.moe_layers
         return (
-            self.attn_per_layer * layers
+            self.attn_per_layer * self.attn_layers
+            + self.mamba_per_layer * self.mamba_layers
             + self.dense_mlp_per_layer * self.dense_layers
             + (self.expert * self.num_experts + self.shared_per_layer) * self.moe_layers
             + self.lm_head
@@ -67,15 +83,16 @@ def param_counts(m: ModelGeometry) -> ParamCounts:
         attn = float(d * m.head_dim * (2 * m.heads + 2 * m.kv_heads))
     moe = m.num_experts > 0
     moe_layers = m.layers - m.first_dense_layers if moe else 0
-    dense_layers = m.layers - moe_layers
-    expert = float(3 * d * m.moe_intermediate) if moe else 0.0
+    dense_layers = m.layers - moe_layers if m.dense_mlp_layers < 0 else m.dense_mlp_layers
+    mats = 3 if m.gated_mlp else 2
+    expert = float(mats * d * m.moe_intermediate) if moe else 0.0
     shared = (
-        float(m.shared_experts * 3 * d * m.moe_intermediate + d * m.num_experts) if moe else 0.0
+        float(m.shared_experts * mats * d * m.moe_intermediate + d * m.num_experts) if moe else 0.0
     )
     vd = float(m.vocab * d)
     return ParamCounts(
         attn_per_layer=attn,
-        dense_mlp_per_layer=float(3 * d * m.intermediate),
+        dense_mlp_per_layer=float(mats * d * m.intermediate),
         expert=expert,
         num_experts=m.num_experts,
         shared_per_layer=shared,
@@ -83,6 +100,9 @@ def param_counts(m: ModelGeometry) -> ParamCounts:
         moe_layers=moe_layers,
         lm_head=vd,
         embedding=0.0 if m.tie_embeddings else vd,
+        attention_layers=m.attention_layers,
+        mamba_layers=m.mamba_layers,
+        mamba_per_layer=float(m.mamba_params),
     )
 
 
@@ -96,8 +116,15 @@ def kv_bytes_per_token(m: ModelGeometry, tp: int, kv_bytes: float) -> tuple[floa
         per_layer = float(m.kv_lora_rank + m.qk_rope_head_dim) * kv_bytes
     else:
         per_layer = 2.0 * _kv_heads_per_gpu(m, tp) * m.head_dim * kv_bytes
-    sliding = min(m.sliding_layers, m.layers) if m.sliding_window > 0 else 0
-    return per_layer * (m.layers - sliding), per_layer * sliding
+    layers = attention_layers(m)
+    sliding = min(m.sliding_layers, layers) if m.sliding_window > 0 else 0
+    return per_layer * (layers - sliding), per_layer * sliding
+
+
+def attention_layers(m: ModelGeometry) -> int:
+    """Layers with attention (and a KV cache): all but a hybrid's state-space and MLP-only
+    layers."""
+    return m.layers if m.attention_layers < 0 else m.attention_layers
 
 
 _OVERLAP_KNEE = 4.0  # p-norm exponent for host/GPU and frontend/engine overlap [est]
@@ -143,6 +170,17 @@ class StepModel:
     stream_tok: float
     knee: float
     kv_tok_full: float  # bytes per token (capacity accounting is in tokens; for reports)
+    # Layouts (docs/performance-model.md, "Layouts"). The coefficients above are those of one
+    # rank's tensor-parallel group over all layers; ``ranks`` batches run side by side (data
+    # parallelism: one per rank, in step; pipeline parallelism: one per stage in flight), so one
+    # step of the replica is one rank's step at its share of the sequences.
+    ranks: int = 1
+    experts_all_ranks: bool = False  # MoE under DP: every GPU's experts serve all ranks' tokens
+    a2a_alpha: float = 0.0  # seconds per step: expert dispatch + combine, latency terms
+    s_a2a_tok: float = 0.0  # seconds per token of all ranks: dispatch + combine bytes
+    pp_alpha: float = 0.0  # seconds per step: stage-to-stage sends, latency terms
+    s_pp_tok: float = 0.0  # seconds per token of one batch: stage-to-stage sends
+    s_state: float = 0.0  # seconds per sequence in the step: state-space state read + write
 
     def times(
         self,
@@ -159,19 +197,33 @@ class StepModel:
         Returns (weights/GEMM, KV/attention decode, prefill attention, all-reduce,
         GPU fixed, host, total step).
         """
+        all_tokens = n_dec + pf_tokens
+        stream = self.stream_tok * (n_dec + pf_done)  # one frontend streams every rank's tokens
+        if self.ranks > 1:
+            # decoding sequences spread evenly over the ranks; a prefill chunk runs on one rank
+            # (a few chunks on as many ranks), and the others wait for it: DP ranks of an MoE
+            # model step together (dummy batches, padding to the largest rank), a pipeline's
+            # batches each cross every stage
+            k = float(self.ranks)
+            share = min(k, max(1.0, pf_seqs))
+            n_dec, ctx_dec = n_dec / k, ctx_dec / k
+            pf_tokens, pf_pairs, pf_prefix = pf_tokens / share, pf_pairs / share, pf_prefix / share
+            pf_seqs, pf_done = pf_seqs / share, pf_done / share
         tokens = n_dec + pf_tokens
         p = self.knee
         g = _pnorm(self.s_dense_w, self.s_dense_f * tokens, p)
         if self.num_experts:
-            hit = self.num_experts * (1.0 - (1.0 - self.expert_hit) ** tokens)
-            g += _pnorm(self.s_expert_w * hit, self.s_expert_f * tokens, p)
+            e_tok = all_tokens if self.experts_all_ranks else tokens
+            hit = self.num_experts * (1.0 - (1.0 - self.expert_hit) ** e_tok)
+            g += _pnorm(self.s_expert_w * hit, self.s_expert_f * e_tok, p)
         logits = n_dec + pf_done
         if logits > 0.0:
             g += _pnorm(self.s_lm_w, self.s_lm_f * logits, p)
         slide_ctx = ctx_dec if ctx_dec < n_dec * self.window else n_dec * self.window
-        a_dec = _pnorm(
-            self.s_kv_full * ctx_dec + self.s_kv_slide * slide_ctx, self.s_att_dec * ctx_dec, p
-        )
+        kv_side = self.s_kv_full * ctx_dec + self.s_kv_slide * slide_ctx
+        if self.s_state > 0.0:
+            kv_side += self.s_state * (n_dec + pf_seqs)
+        a_dec = _pnorm(kv_side, self.s_att_dec * ctx_dec, p)
         a_pf = 0.0
         if pf_tokens > 0.0:
             a_pf = _pnorm(
@@ -180,11 +232,14 @@ class StepModel:
                 p,
             )
         ar = self.ar_alpha + self.s_ar_tok * tokens if self.ar_alpha > 0.0 else 0.0
+        if self.a2a_alpha > 0.0:
+            ar += self.a2a_alpha + self.s_a2a_tok * all_tokens
+        if self.pp_alpha > 0.0:
+            ar += self.pp_alpha + self.s_pp_tok * tokens
         gpu = g + a_dec + a_pf + ar + self.gpu_fixed
         host = self.host_fixed + self.host_seq * (n_dec + pf_seqs)
         # overlapped host and GPU work: a smooth max (overlap is never perfect)
         step = _pnorm(gpu, host, _OVERLAP_KNEE) if self.overlap else gpu + host
-        stream = self.stream_tok * logits
         if stream > 0.0:
             step = _pnorm(step, stream, _OVERLAP_KNEE)
         return g, a_dec, a_pf, ar, self.gpu_fixed, host, step
@@ -230,14 +285,20 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
     if m.kv_lora_rank == 0 and t > m.kv_heads:
         kv_w = 2.0 * m.hidden * m.head_dim * m.kv_heads
         attn_gpu += kv_w * (_kv_heads_per_gpu(m, t) / m.kv_heads - 1.0 / t)
-    layers_all = pc.dense_layers + pc.moe_layers
     dense_params_gpu = (
-        attn_gpu * layers_all
+        attn_gpu * pc.attn_layers
         + pc.dense_mlp_per_layer * pc.dense_layers / t
         + pc.shared_per_layer * pc.moe_layers / t
     )
+    if pc.mamba_layers:
+        dense_params_gpu += pc.mamba_per_layer * pc.mamba_layers / t
     dense_bytes = dense_params_gpu * dep.weight_bytes_dense
-    expert_params_gpu = pc.expert * pc.moe_layers / t  # one expert in every MoE layer
+    dp = max(1, dep.data_parallel)
+    # MoE under data parallelism: the experts are sharded over all tp x dp GPUs (whole experts
+    # with --enable-expert-parallel, slices without) and see every rank's tokens
+    moe_dp = dp > 1 and m.num_experts > 0
+    shard = t * dp if moe_dp else t
+    expert_params_gpu = pc.expert * pc.moe_layers / shard  # one expert in every MoE layer
     active_expert_params = expert_params_gpu * m.experts_per_token
     kv_full, kv_slide = kv_bytes_per_token(m, t, dep.kv_bytes)
     kv_bw = c.eta_kv * bw
@@ -249,8 +310,8 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
         dec_pair = pf_pair = 4.0 * heads_gpu * m.head_dim
     # attention FLOPs per pair, all layers (sliding layers see at most `window` keys; folded
     # into the full count, a small over-estimate for long prompts on gpt-oss-like models)
-    dec_pair *= m.layers
-    pf_pair *= m.layers
+    dec_pair *= attention_layers(m)
+    pf_pair *= attention_layers(m)
     if t > 1:
         alpha_us = c.ar_latency_nvlink_us if hw.interconnect == "nvlink" else c.ar_latency_pcie_us
         ar_alpha = 2 * m.layers * alpha_us * 1e-6
@@ -259,6 +320,9 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
     else:
         ar_alpha = 0.0
         s_ar_tok = 0.0
+    a2a_alpha, s_a2a_tok = _all_to_all(hw, m, pc, dp, c) if moe_dp else (0.0, 0.0)
+    pp = max(1, dep.pipeline_parallel)
+    pp_alpha, s_pp_tok = _stage_sends(hw, m, dep, c) if pp > 1 else (0.0, 0.0)
     return StepModel(
         s_dense_w=dense_bytes / w_bw,
         s_dense_f=2.0 * dense_params_gpu / f_gemm,
@@ -282,4 +346,57 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
         stream_tok=c.stream_token_us * 1e-6,
         knee=c.gemm_knee,
         kv_tok_full=kv_full,
+        ranks=dp * pp,
+        experts_all_ranks=moe_dp,
+        a2a_alpha=a2a_alpha,
+        s_a2a_tok=s_a2a_tok,
+        pp_alpha=pp_alpha,
+        s_pp_tok=s_pp_tok,
+        s_state=2.0 * dep.state_bytes_per_seq / kv_bw,
+    )
+
+
+# activations between layers and GPUs are 16-bit (vLLM keeps hidden states in the model dtype)
+_ACT_BYTES = 2.0
+# topk_weights (float32) and topk_ids (int32) gathered with each token (vLLM AgRsAll2AllManager)
+_TOPK_BYTES = 8.0
+
+
+def _all_to_all(
+    hw: Hardware, m: ModelGeometry, pc: ParamCounts, dp: int, c: Constants
+) -> tuple[float, float]:
+    """Expert dispatch and combine of one step (all MoE layers) under data parallelism: vLLM's
+    default all2all backend ``allgather_reducescatter`` (vllm/envs.py VLLM_ALL2ALL_BACKEND;
+    vllm/distributed/device_communicators/all2all.py AgRsAll2AllManager) all-gathers the
+    hidden states, top-k weights and ids of every DP rank before the experts (dispatch) and
+    reduce-scatters their output (combine), over the DP group inside the node. Each is a ring
+    collective: alpha + (dp - 1)/dp x bytes of all ranks' tokens / (eff x link). Returns
+    (latency seconds per step, seconds per token of all ranks)."""
+    alpha_us = c.ar_latency_nvlink_us if hw.interconnect == "nvlink" else c.ar_latency_pcie_us
+    link = max(1e-3, hw.interconnect_bw_gbs) * 1e9 * c.link_efficiency
+    per_token = (m.hidden * _ACT_BYTES + m.experts_per_token * _TOPK_BYTES) + m.hidden * _ACT_BYTES
+    return (
+        2 * pc.moe_layers * alpha_us * 1e-6,
+        pc.moe_layers * (dp - 1) / dp * per_token / link,
+    )
+
+
+def _stage_sends(
+    hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constants
+) -> tuple[float, float]:
+    """Stage-to-stage sends of one batch crossing a pipeline of ``pp`` stages: ``pp - 1``
+    point-to-point sends of the intermediate tensors (hidden states and residual, vLLM
+    ``IntermediateTensors`` of e.g. vllm/model_executor/models/llama.py), each TP rank sending
+    its 1/tp slice (GroupCoordinator.send_tensor_dict with all_gather_group, vllm/distributed/
+    parallel_state.py). Sends between nodes go over the GPU's share of the node's network (EFA),
+    the others over NVLink; the latency term is the all-reduce one of that path (PCIe/network
+    NCCL: ar_latency_pcie_us), not a fitted figure. Returns (seconds per step, per token)."""
+    pp, nodes, t = dep.pipeline_parallel, min(dep.pipeline_nodes, dep.pipeline_parallel), dep.tp
+    per_token = 2.0 * m.hidden * _ACT_BYTES / max(1, t)
+    net = max(1e-3, hw.network_bw_gbs) * 1e9 * c.link_efficiency
+    link = max(1e-3, hw.interconnect_bw_gbs) * 1e9 * c.link_efficiency
+    across, within = nodes - 1, pp - nodes
+    return (
+        (across * c.ar_latency_pcie_us + within * c.ar_latency_nvlink_us) * 1e-6,
+        across * per_token / net + within * per_token / link,
     )

@@ -33,6 +33,9 @@ class Hardware:
     mem_gib: float | None = (
         None  # informational; capacity comes in as Deployment.kv_capacity_tokens
     )
+    # the node's network share of one GPU, per direction, GB/s (EC2 network bandwidth, EFA on
+    # p4/p5, divided by the GPUs): pipeline stages on other nodes talk over it; 0: not known
+    network_bw_gbs: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,13 @@ class ModelGeometry:
     # sliding-window attention on `sliding_layers` of the layers (gpt-oss: 128 on every other layer)
     sliding_window: int = 0
     sliding_layers: int = 0
+    # hybrid state-space models (Jamba, Granite-4.0-H, Nemotron-H, Qwen3-Next): layers with
+    # attention (-1: all), layers with a state-space mixer instead, and one mixer's parameters
+    attention_layers: int = -1
+    mamba_layers: int = 0
+    mamba_params: int = 0
+    dense_mlp_layers: int = -1  # layers with a dense MLP (-1: every layer without experts)
+    gated_mlp: bool = True  # gate/up/down (False: up/down, Nemotron-H's relu2 MLPs)
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,13 @@ class Deployment:
     # host/GPU overlap (vLLM --async-scheduling, TensorRT-LLM overlap scheduler); None: the
     # engine version's default
     async_scheduling: bool | None = None
+    # layouts beyond one tensor-parallel group (docs/performance-model.md, "Layouts"): the
+    # replica's batching limits and KV capacity above are those of all its ranks together
+    data_parallel: int = 1  # vLLM --data-parallel-size: ranks of ``tp`` GPUs, one scheduler each
+    expert_parallel: bool = False  # --enable-expert-parallel (informational: see step.py)
+    pipeline_parallel: int = 1  # stages, ``tp`` GPUs each, a batch in flight per stage
+    pipeline_nodes: int = 1  # nodes the stages span (> 1: stage-to-stage over the network)
+    state_bytes_per_seq: float = 0.0  # state-space layers' state of one sequence, per GPU
 
 
 @dataclass(frozen=True)
