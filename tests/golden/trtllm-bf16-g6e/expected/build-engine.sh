@@ -60,7 +60,7 @@ fi
 uploaded="$BUILD_ROOT/uploaded-build-info.json"
 rm -f "$uploaded"
 if aws s3 cp --only-show-errors s3://example-model-store/llama31-8b-bf16-tp1/build-info.json "$uploaded" 2>/dev/null \
-  && [[ -f "$uploaded" && "$(cat "$uploaded")" == '{"model": "meta-llama/Llama-3.1-8B-Instruct", "revision": "", "image": "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3", "tensorrt_llm": "1.2.1", "world_size": "1", "compute_capability": "8.9", "quantization": "none", "kv_cache_dtype": "auto", "max_batch_size": "64", "max_input_len": "8192", "max_seq_len": "8192", "max_num_tokens": "8192", "paged_context_fmha": "true"}' ]]; then
+  && [[ -f "$uploaded" && "$(cat "$uploaded")" == '{"model": "meta-llama/Llama-3.1-8B-Instruct", "revision": "", "image": "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3", "tensorrt_llm": "1.2.1", "world_size": "1", "compute_capability": "8.9", "quantization": "none", "kv_cache_dtype": "auto", "max_batch_size": "272", "max_input_len": "8192", "max_seq_len": "8192", "max_num_tokens": "8192", "paged_context_fmha": "true"}' ]]; then
   log 'already built: s3://example-model-store/llama31-8b-bf16-tp1/build-info.json matches this deployment'
   exit 0
 fi
@@ -115,7 +115,7 @@ rm -rf /workspace/llmdeploy/llama31-8b-trt/engine
 trtllm-build \
   --checkpoint_dir /workspace/llmdeploy/llama31-8b-trt/checkpoint \
   --output_dir /workspace/llmdeploy/llama31-8b-trt/engine \
-  --max_batch_size 64 \
+  --max_batch_size 272 \
   --max_input_len 8192 \
   --max_seq_len 8192 \
   --max_num_tokens 8192 \
@@ -132,7 +132,7 @@ find "$HF_DIR" -maxdepth 1 -type f \( -name tokenizer.json -o -name tokenizer_co
 [[ -f "$TOKENIZER_OUT/tokenizer_config.json" ]] || die "no tokenizer_config.json in $HF_DIR"
 
 # 7. What was built, checked by the serving pod before Triton starts.
-printf '%s\n' '{"model": "meta-llama/Llama-3.1-8B-Instruct", "revision": "", "image": "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3", "tensorrt_llm": "1.2.1", "world_size": "1", "compute_capability": "8.9", "quantization": "none", "kv_cache_dtype": "auto", "max_batch_size": "64", "max_input_len": "8192", "max_seq_len": "8192", "max_num_tokens": "8192", "paged_context_fmha": "true"}' >"$BUILD_ROOT/build-info.json"
+printf '%s\n' '{"model": "meta-llama/Llama-3.1-8B-Instruct", "revision": "", "image": "nvcr.io/nvidia/tritonserver:26.07-trtllm-python-py3", "tensorrt_llm": "1.2.1", "world_size": "1", "compute_capability": "8.9", "quantization": "none", "kv_cache_dtype": "auto", "max_batch_size": "272", "max_input_len": "8192", "max_seq_len": "8192", "max_num_tokens": "8192", "paged_context_fmha": "true"}' >"$BUILD_ROOT/build-info.json"
 
 # 8. Upload; build-info.json last, so a half-finished upload is never served.
 aws s3 rm --only-show-errors s3://example-model-store/llama31-8b-bf16-tp1/build-info.json || true
