@@ -114,3 +114,18 @@ def rbac_allows(
             ):
                 return True
     return False
+
+
+def deployment_timed_out(deadline: int, progress: Iterable[int], done: int) -> bool:
+    """Whether the deployment controller reports ``ProgressDeadlineExceeded`` before the rollout
+    completes at ``done`` (seconds), given the times at which it makes progress (a pod created,
+    ready or available, an old one removed): DeploymentTimedOut compares the Progressing
+    condition's lastUpdateTime, reset at each progress (DeploymentProgressing), plus
+    progressDeadlineSeconds with now (kubernetes/kubernetes@277391ee
+    pkg/controller/deployment/util/deployment_util.go)."""
+    last = 0
+    for t in sorted((*progress, done)):
+        if t - last > deadline:
+            return True
+        last = t
+    return False

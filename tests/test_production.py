@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -22,12 +23,13 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_model import admits
+from cluster_model import admits, deployment_timed_out
 from llmdeploy import pipeline, render
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.errors import SpecError
 from llmdeploy.plan import nodes
+from llmdeploy.plan import pod as pod_plan
 from llmdeploy.sizing.types import Sizing
 from llmdeploy.spec import load
 from llmdeploy.spec.sections import Spec
@@ -233,6 +235,55 @@ def test_startup_probe_covers_download_load_and_warmup(preset: str, crds: object
             f"{name}: a fixed delay instead of the startupProbe gate"
         )
     assert "initialDelaySeconds: 120" not in out.files[out.workload_file]
+
+
+def init_deadline(container: dict[str, Any]) -> int:
+    """The `timeout` an init container's command runs under (0: none), read from its command
+    line, or from the script of a ``sh -c``."""
+    words = [*container.get("command", []), *container.get("args", [])]
+    if words[:2] in (["/bin/sh", "-c"], ["sh", "-c"]):
+        words = shlex.split(words[2])
+    found = [int(words[i + 1]) for i, w in enumerate(words[:-1]) if w == "timeout"]
+    assert len(found) <= 1, words
+    return found[0] if found else 0
+
+
+def cold_start_seconds(out: Out) -> int:
+    """The longest a new serving pod takes from its creation to Ready, from what is rendered:
+    a node (llmdeploy's allowance), the engine build Job's deadline and the kubelet's longest
+    back-off when the pod waits for one, every init container's deadline, the startupProbe
+    window and one readiness window."""
+    jobs = out.all("Job")
+    wait = sum(j["spec"]["activeDeadlineSeconds"] + pod_plan.MAX_BACKOFF_SECONDS for j in jobs)
+    inits = sum(init_deadline(c) for c in out.pod.get("initContainers", []))
+    probes = probe_window(out.server["startupProbe"]) + probe_window(out.server["readinessProbe"])
+    return pod_plan.NODE_START_SECONDS + wait + inits + probes
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_first_rollout_is_not_reported_failed(preset: str, crds: object) -> None:
+    """The Deployment's progressDeadlineSeconds covers one pod's cold start (the controller
+    counts from the last progress: the pod's creation, then its readiness), rounded up to the
+    minute; a LeaderWorkerSet has no such field."""
+    out = rendered(preset, crds)
+    spec = out.workload["spec"]
+    if out.workload["kind"] != "Deployment":
+        assert "progressDeadlineSeconds" not in spec
+        return
+    deadline = spec["progressDeadlineSeconds"]
+    cold = cold_start_seconds(out)
+    assert not deployment_timed_out(deadline, [0], done=cold), (deadline, cold)
+    assert deployment_timed_out(600, [0], done=cold), "the default 600 s would fail it"
+    assert deadline < cold + 60
+
+
+def test_progress_deadline_of_the_s3_preset_by_hand(crds: object) -> None:
+    """llama3-8b-vllm-g5: 900 s node, the S3 sync's 780 s timeout (27 GiB cache), the 480 s
+    startupProbe, 30 s readiness: 2190 s, 2220 s in whole minutes."""
+    out = rendered("llama3-8b-vllm-g5", crds)
+    assert [init_deadline(c) for c in out.pod["initContainers"]] == [780]
+    assert probe_window(out.server["startupProbe"]) == 480
+    assert out.workload["spec"]["progressDeadlineSeconds"] == 2220
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -19,6 +19,7 @@ from llmdeploy.plan.alerts import alerts_plan
 from llmdeploy.plan.group import LWS_API_VERSION, LWS_KIND, group_plan, leader_selector
 from llmdeploy.plan.names import labels_for, pool_name
 from llmdeploy.plan.nodes import nodeclass_plan, nodepool_plan
+from llmdeploy.plan.pod import MAX_BACKOFF_SECONDS, progress_deadline_seconds
 from llmdeploy.plan.prometheus import PrometheusPlan, prometheus_plan
 from llmdeploy.plan.types import (
     KV,
@@ -292,6 +293,12 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         trigger_auth=prom.trigger_auth,
         alerts=alerts,
         job=parts.job,
+        # A pod of a new engine waits for its build Job, then for the kubelet's next retry of
+        # the artifacts' copy.
+        progress_deadline=progress_deadline_seconds(
+            workload,
+            parts.job.active_deadline_seconds + MAX_BACKOFF_SECONDS if parts.job else 0,
+        ),
     )
 
 

@@ -88,6 +88,7 @@ def fetch_container(
         # TLS at several Gbit/s needs cores; a few GiB cover the tools' part buffers.
         resources=Resources(cpu=size[0], memory=size[1], ephemeral_storage=None, gpus=0),
         run_as_user=run_as_user,
+        deadline_seconds=int(deadline),
     )
 
 

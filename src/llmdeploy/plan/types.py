@@ -72,6 +72,9 @@ class Container:
     read_only_root: bool = True
     run_as_user: int | None = None
     pre_stop_sleep: int | None = None
+    # an init container: the longest it runs (the `timeout` its command runs under), for the
+    # Deployment's progress deadline; None: no deadline of its own, as good as instant
+    deadline_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -371,3 +374,5 @@ class Plan:
     alerts: AlertsPlan | None = None
     notices: tuple[Notice, ...] = ()  # warnings and assumptions the CLI prints, located
     job: JobPlan | None = None
+    # Deployment progressDeadlineSeconds: one new pod's cold start (plan.pod)
+    progress_deadline: int = 600

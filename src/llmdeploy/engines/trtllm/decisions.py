@@ -75,6 +75,8 @@ class InitContainerSpec:
     args: tuple[str, ...]
     env: tuple[EnvVar, ...]
     mounts: tuple[Mount, ...]
+    # runs under `timeout`, sized for the engine cache's download (a hung copy is retried)
+    downloads: bool = False
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,7 @@ def plan_trtllm(
             (f"{CONFIG_DIR}/{FETCH_SCRIPT}",),
             (EnvVar("HOME", "/tmp"),),
             (models_rw, config_ro, Mount(TMP_VOLUME, "/tmp")),
+            downloads=True,
         ),
         InitContainerSpec(
             "assemble-model-repo",

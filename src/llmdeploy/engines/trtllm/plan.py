@@ -14,6 +14,7 @@ from llmdeploy.plan.assemble import EngineParts
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
     checkpoint_gib,
+    fetch_deadline_seconds,
     liveness_probe,
     pod_resources,
     readiness_probe,
@@ -53,11 +54,14 @@ def plan_triton(spec: Spec, instance: Instance, sizing: Sizing, header_command: 
     cache_gib = _engine_cache_gib(weights_gib_total)
     ephemeral_gib = 30 + cache_gib
 
+    # The artifacts' copy runs under `timeout` (coreutils, in the AWS CLI image), sized like the
+    # vLLM S3 sync for the engine cache: a hung copy is killed and retried by the kubelet.
+    deadline = fetch_deadline_seconds(spec, cache_gib)
     init = tuple(
         Container(
             name=c.name,
             image=c.image,
-            command=c.command,
+            command=("timeout", str(deadline), *c.command) if c.downloads else c.command,
             args=c.args,
             env=c.env,
             ports=(),
@@ -65,6 +69,7 @@ def plan_triton(spec: Spec, instance: Instance, sizing: Sizing, header_command: 
             resources=Resources(cpu="2", memory="8Gi", ephemeral_storage=None, gpus=0),
             read_only_root=True,
             run_as_user=RUN_AS_USER,
+            deadline_seconds=deadline if c.downloads else None,
         )
         for c in t.init_containers
     )
