@@ -673,14 +673,18 @@ def test_keda_query_uses_a_metric_the_pinned_version_exports(preset: str, crds: 
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_hpa_behavior_is_slow_down_fast_up(preset: str, crds: object) -> None:
+def test_hpa_behavior_is_slow_down_steady_up(preset: str, crds: object) -> None:
+    """Scale-up waits for the signal's whole averaging window (the range of its avg_over_time
+    or rate()) and one HPA sync more, so no single scrape scales out (test_prometheus.py
+    models it); scale-down is slower still."""
     out = rendered(preset, crds)
     spec = out.one("ScaledObject")["spec"]
     a = out.spec.autoscaling
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (a.min_replicas, a.max_replicas)
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == a.scale_down_stabilization
-    assert behavior["scaleUp"]["stabilizationWindowSeconds"] == 0
+    (window,) = re.findall(r"\[(\d+)s\]", spec["triggers"][0]["metadata"]["query"])[:1]
+    assert behavior["scaleUp"]["stabilizationWindowSeconds"] == int(window) + 15
     (down,) = behavior["scaleDown"]["policies"]
     assert down == {"type": "Pods", "value": 1, "periodSeconds": down["periodSeconds"]}
     assert down["periodSeconds"] >= 60

@@ -220,6 +220,7 @@ class ScalerPlan:
     fallback_failures: int
     fallback_replicas: int
     fallback_behavior: str
+    scale_up_window: int
     scale_up_pods: int
     scale_up_period: int
     scale_down_window: int

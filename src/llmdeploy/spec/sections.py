@@ -321,8 +321,16 @@ class Slo(SpecModel):
 class Fallback(SpecModel):
     """What KEDA does when it cannot read the metric (KEDA `fallback`)."""
 
-    failure_threshold: int = Field(
-        3, ge=1, le=100, description="Consecutive failed reads before the fallback applies."
+    failure_threshold: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description=(
+            "Consecutive failed reads before the fallback applies. Default: 3 when `replicas` "
+            "is `minReplicas`; above it, as many reads as KEDA makes during one replica's cold "
+            "start, so a fresh deploy, whose metric does not exist until its first replica "
+            "serves, does not scale to `replicas` (docs/production.md §8)."
+        ),
     )
     replicas: int | None = Field(
         None,
@@ -378,6 +386,18 @@ class Autoscaling(SpecModel):
     )
     scale_down_stabilization: int = Field(
         600, ge=0, le=3600, description="HPA scale-down stabilization window (seconds)."
+    )
+    scale_up_stabilization: int | None = Field(
+        None,
+        ge=0,
+        le=3600,
+        description=(
+            "HPA scale-up stabilization window (seconds): the HPA adds replicas only when every "
+            "recommendation of that window asks for them. Default: the signal's averaging "
+            "window plus the HPA's 15 s sync, so no single scrape scales out. Delays a needed "
+            "scale-out by as much, against minutes of node launch and model load "
+            "(docs/production.md §8)."
+        ),
     )
     prometheus_address: str | None = Field(
         None,

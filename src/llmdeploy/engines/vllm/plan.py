@@ -23,6 +23,7 @@ from llmdeploy.plan.pod import (
     startup_probe,
     workload_plan,
 )
+from llmdeploy.plan.prometheus import signal_window_seconds
 from llmdeploy.plan.types import ConfigEntry, Container, EnvVar, Mount, Port, Volume
 from llmdeploy.sizing.types import Sizing
 from llmdeploy.spec.sections import Spec
@@ -136,7 +137,10 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     )
     served = spec.model.served_name or spec.model.id
     selector = f'{{namespace="{spec.namespace}",model_name="{_promql_escape(served)}"}}'
-    query = f"sum({flags.metric_name(engine.version, 'waiting')}{selector})"
+    # each replica's queue gauge averaged over the signal window: one scrape's burst moves it
+    # by a quarter at most (docs/production.md §8)
+    waiting = flags.metric_name(engine.version, "waiting")
+    query = f"sum(avg_over_time({waiting}{selector}[{signal_window_seconds(spec)}s]))"
     init, worker = weights.init_containers, None
     if nodes > 1:
         worker_init, worker_server = group.worker(spec, server, quantization, dist)
