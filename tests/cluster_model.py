@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -129,3 +130,31 @@ def deployment_timed_out(deadline: int, progress: Iterable[int], done: int) -> b
             return True
         last = t
     return False
+
+
+def scaled_value(value: int | str, total: int, round_up: bool) -> int:
+    """intstr.GetScaledValueFromIntOrPercent: an int as is, a percentage of ``total``."""
+    if isinstance(value, int):
+        return value
+    assert value.endswith("%"), value
+    exact = int(value[:-1]) * total / 100
+    return math.ceil(exact) if round_up else math.floor(exact)
+
+
+def resolve_fenceposts(surge: int | str, unavailable: int | str, desired: int) -> tuple[int, int]:
+    """ResolveFenceposts (kubernetes/kubernetes@277391ee
+    pkg/controller/deployment/util/deployment_util.go): maxSurge rounds up, maxUnavailable
+    down, and both 0 means one unavailable."""
+    s = scaled_value(surge, desired, round_up=True)
+    u = scaled_value(unavailable, desired, round_up=False)
+    return (s, 1) if s == 0 and u == 0 else (s, u)
+
+
+def rollout_step(replicas: int, surge: int, unavailable: int, capacity: int) -> tuple[int, int]:
+    """The first step of a RollingUpdate of ``replicas`` pods where at most ``capacity`` pods
+    can run (pkg/controller/deployment/rolling.go: reconcileNewReplicaSet grows the new
+    ReplicaSet to replicas + surge in all, reconcileOldReplicaSets stops as many old pods as
+    keep replicas - unavailable available, and the new one grows into what they leave): how
+    many new pods can run, and how many old ones keep serving meanwhile."""
+    serving = replicas - unavailable
+    return min(surge + unavailable, capacity - serving), serving

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_model import admits, deployment_timed_out
+from cluster_model import admits, deployment_timed_out, resolve_fenceposts, rollout_step
 from llmdeploy import pipeline, render
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
@@ -468,6 +468,113 @@ def test_replicas_spread_across_zones(preset: str, crds: object) -> None:
 
 
 # --- disruption -----------------------------------------------------------------------------
+
+
+def pod_capacity(out: Out) -> int:
+    """Pods the NodePool can run at once, from the catalog: whole nodes under the GPU limit,
+    packed; with reservation-only capacity no more than the fleet's maximum."""
+    gpus = out.instance.gpu_count
+    per_pod = int(out.server["resources"]["limits"]["nvidia.com/gpu"])
+    limit = int(out.one("NodePool")["spec"]["limits"]["nvidia.com/gpu"])
+    cap = (limit // gpus) * (gpus // per_pod)
+    if out.spec.cluster.capacity_types == ("reserved",):
+        cap = min(cap, out.spec.autoscaling.max_replicas)
+    return cap
+
+
+def assert_rollouts_progress(out: Out) -> None:
+    """At every replica count the fleet can have, the first step of a rollout can run a new
+    pod, keeps a replica serving when there are two or more, and stops no old pod early while
+    one more pod fits (where a whole percentage can say so: the Deployment takes no other)."""
+    update = out.workload["spec"]["strategy"]["rollingUpdate"]
+    cap = pod_capacity(out)
+    a = out.spec.autoscaling
+    for replicas in range(a.min_replicas, a.max_replicas + 1):
+        surge, unavailable = resolve_fenceposts(
+            update["maxSurge"], update["maxUnavailable"], replicas
+        )
+        runnable, serving = rollout_step(replicas, surge, unavailable, cap)
+        assert runnable >= 1, (replicas, update, cap)
+        assert serving >= 1 or cap == 1, (replicas, update)
+        if replicas < cap:
+            # none stops early, unless no whole percentage is 0 below cap and 1 at it
+            exact = any(p * (cap - 1) < 100 <= p * cap for p in range(1, 101))
+            assert unavailable == 0 or (not exact and unavailable == 1), (replicas, update, cap)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_rollouts_do_not_stall_at_the_gpu_limit(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    if out.workload["kind"] == "Deployment":
+        assert_rollouts_progress(out)
+
+
+def test_a_fleet_that_fills_the_gpu_limit_stops_an_old_pod_first(crds: object) -> None:
+    """deepseek-r1-vllm-fp8-dp8-p5en: 4 replicas of a whole p5en (8 GPUs) under gpuLimit 32.
+    With maxSurge 1 / maxUnavailable 0 the fifth pod never gets a node."""
+    out = rendered("deepseek-r1-vllm-fp8-dp8-p5en", crds)
+    assert out.workload["spec"]["strategy"]["rollingUpdate"] == {
+        "maxSurge": 1,
+        "maxUnavailable": "25%",
+    }
+    assert rollout_step(4, *resolve_fenceposts(1, 0, 4), capacity=4) == (0, 4)  # stalled
+    assert rollout_step(4, *resolve_fenceposts(1, "25%", 4), capacity=4) == (1, 3)
+    assert rollout_step(3, *resolve_fenceposts(1, "25%", 3), capacity=4) == (1, 3)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "strategy"),
+    [
+        (
+            {
+                "capacityTypes": ["reserved"],
+                "capacityReservations": [{"id": "cr-0123456789abcdef0"}],
+            },
+            {"maxSurge": 1, "maxUnavailable": "25%"},
+        ),
+        ({"gpuLimit": 8}, {"maxSurge": 0, "maxUnavailable": 1}),
+        ({"gpuLimit": 40}, {"maxSurge": 1, "maxUnavailable": 0}),
+    ],
+)
+def test_rollout_strategy_follows_the_headroom(
+    cluster: dict[str, Any], strategy: dict[str, Any], crds: object
+) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["cluster"].update(cluster)
+        if cluster.get("gpuLimit") == 8:
+            data["autoscaling"]["maxReplicas"] = 1
+
+    out = variant("deepseek-r1-vllm-fp8-dp8-p5en", edit, crds)
+    assert out.workload["spec"]["strategy"]["rollingUpdate"] == strategy
+    assert_rollouts_progress(out)
+
+
+def _deepseek_with(limit: int) -> tuple[str, load.LoadedSpec]:
+    path = pipeline.preset_path("deepseek-r1-vllm-fp8-dp8-p5en")
+    assert path is not None
+    text = path.read_text(encoding="utf-8").replace("gpuLimit: 32", f"gpuLimit: {limit}")
+    return text, load.load_spec_text(text, "spec.yaml", path)
+
+
+def test_a_gpu_limit_below_one_node_is_a_located_error() -> None:
+    """Karpenter launches no node whose GPUs would pass the NodePool limit
+    (kubernetes-sigs/karpenter@v1.14.1 pkg/controllers/provisioning/provisioner.go
+    Limits.ExceededBy): a Deployment replica on a p5en (8 GPUs) under gpuLimit 4 never starts."""
+    text, loaded = _deepseek_with(4)
+    with pytest.raises(SpecError) as err:
+        pipeline.size_loaded(loaded)
+    (d,) = [d for d in err.value.diagnostics if "gpuLimit" in d.message]
+    assert d.line == text.splitlines().index("  gpuLimit: 4") + 1
+    assert "below the 8 GPUs of one p5en.48xlarge" in d.message
+    assert d.hint == "set `cluster.gpuLimit` to at least 8"
+
+
+def test_a_gpu_limit_below_max_replicas_is_a_warning() -> None:
+    text, loaded = _deepseek_with(16)
+    (w,) = [w for w in pipeline.size_loaded(loaded).warnings if "holds" in w.message]
+    assert w.severity == "warning" and w.line == text.splitlines().index("  gpuLimit: 16") + 1
+    assert "holds 2 of the 4 replicas (1 per p5en.48xlarge" in w.message
+    assert w.hint == "set `cluster.gpuLimit: 32`, or lower `autoscaling.maxReplicas`"
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -22,6 +22,7 @@ from llmdeploy.plan.names import labels_for, pool_name
 from llmdeploy.plan.nodes import nodeclass_plan, nodepool_plan
 from llmdeploy.plan.pod import MAX_BACKOFF_SECONDS, progress_deadline_seconds
 from llmdeploy.plan.prometheus import PrometheusPlan, prometheus_plan, signal_window_seconds
+from llmdeploy.plan.rollout import rollout_plan
 from llmdeploy.plan.types import (
     KV,
     ConfigEntry,
@@ -329,6 +330,9 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         workload, parts.job.active_deadline_seconds + MAX_BACKOFF_SECONDS if parts.job else 0
     )
     scaler, scaler_notices = scaler_plan(spec, parts.scaler_query, prom, cold_start, group)
+    rollout = rollout_plan(spec, instance)  # a LeaderWorkerSet's: plan.group
+    if group is None and rollout.notice is not None:
+        scaler_notices += (rollout.notice,)
     sa_annotations: tuple[KV, ...] = ()
     if spec.service_account.iam_role_arn:
         sa_annotations = (KV("eks.amazonaws.com/role-arn", spec.service_account.iam_role_arn),)
@@ -358,6 +362,8 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         alerts=alerts,
         job=parts.job,
         progress_deadline=cold_start,
+        max_surge=rollout.max_surge,
+        max_unavailable=rollout.max_unavailable,
     )
 
 

@@ -377,3 +377,6 @@ class Plan:
     job: JobPlan | None = None
     # Deployment progressDeadlineSeconds: one new pod's cold start (plan.pod)
     progress_deadline: int = 600
+    # Deployment rollingUpdate, from the GPU headroom (plan.rollout)
+    max_surge: int = 1
+    max_unavailable: str = "0"  # an int or a percentage
