@@ -181,8 +181,8 @@ def flag_value(args: list[str], flag: str) -> str | None:
 
 
 QUERY = re.compile(
-    r'sum\((?P<metric>[a-z_:]+)\{namespace="(?P<ns>(?:[^"\\\n]|\\.)*)",'
-    r'model_name="(?P<model>(?:[^"\\\n]|\\.)*)"\}\)'
+    r'sum\(avg_over_time\((?P<metric>[a-z_:]+)\{namespace="(?P<ns>(?:[^"\\\n]|\\.)*)",'
+    r'model_name="(?P<model>(?:[^"\\\n]|\\.)*)"\}\[[0-9]+s\]\)\)'
 )
 
 

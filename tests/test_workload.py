@@ -10,7 +10,9 @@ source and checked against the rendered manifests (docs/production.md §3, §8).
 
 from __future__ import annotations
 
-import shlex
+import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -426,8 +428,10 @@ def test_s3_without_an_aws_identity_is_refused_at_the_service_account() -> None:
 def test_irsa_downloads_with_s5cmd_under_a_deadline() -> None:
     result, init = fetch(serviceAccount={"iamRoleArn": "arn:aws:iam::111122223333:role/r"})
     assert init["image"] == "peakcom/s5cmd:v2.3.0"
-    timeout, seconds, tool = init["command"]
-    assert (timeout, tool) == ("timeout", "/s5cmd")
+    shell, flag, script, name = init["command"]
+    assert (shell, flag, name) == ("/bin/sh", "-c", "fetch-model")
+    assert 'timeout "$left" /s5cmd "$@"' in script
+    (seconds,) = re.findall(r"^deadline=(\d+);", script)
     global_flags, sync_flags, (source, dest) = parse_s5cmd(init["args"])
     assert source == "s3://models/llama-3.1-70b/*" and dest == "/models/model/"
     assert sync_flags["--exclude"] == ["original/*"]
@@ -441,15 +445,49 @@ def test_irsa_downloads_with_s5cmd_under_a_deadline() -> None:
     assert global_flags["--numworkers"]
 
 
+def run_fetch(init: dict[str, Any], tmp: Path, fails: int, deadline: int | None = None) -> int:
+    """Run the init container's script with /bin/sh, its tool replaced by a stub that fails
+    ``fails`` times and then succeeds (the pause shortened, the deadline optionally): how many
+    attempts it made, or -1 when the script gave up."""
+    shell, flag, script, name = init["command"]
+    stub = tmp / "s5cmd"
+    stub.write_text(
+        '#!/bin/sh\nn=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n + 1)) > "$0.count"\n'
+        f'[ "$n" -ge {fails} ]\n'
+    )
+    stub.chmod(0o755)
+    script = script.replace(" /s5cmd ", f" {stub} ").replace("sleep 10", "sleep 0")
+    if deadline is not None:
+        script = re.sub(r"^deadline=\d+;", f"deadline={deadline};", script)
+    done = subprocess.run(
+        [shell, flag, script, name, *init["args"]], capture_output=True, text=True, timeout=60
+    )
+    attempts = int((tmp / "s5cmd.count").read_text())
+    return attempts if done.returncode == 0 else -1
+
+
+def test_a_failed_sync_is_retried_inside_the_init_container(tmp_path: Path) -> None:
+    """An S3 error or a slow attempt does not end the container (which the kubelet would
+    restart, and a LeaderWorkerSet would then recreate its whole group); past the deadline it
+    exits 1."""
+    _, init = fetch(serviceAccount={"iamRoleArn": "arn:aws:iam::111122223333:role/r"})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert run_fetch(init, tmp_path / "a", fails=2) == 3
+    assert run_fetch(init, tmp_path / "b", fails=10**6, deadline=1) == -1
+
+
 def test_pod_identity_downloads_with_the_aws_cli() -> None:
     """s5cmd 2.3.0's aws-sdk-go (v1.44.298, its go.mod) predates EKS Pod Identity (Go SDK v1
     1.47.11; AWS CLI v2 2.15.0, EKS user guide pod-id-minimum-sdk)."""
     _, init = fetch(serviceAccount={"podIdentity": True})
     assert init["image"] == "amazon/aws-cli:2.22.0"
-    assert init["command"] == ["/bin/sh", "-c"]
-    (script,) = init["args"]
-    words = shlex.split(script.split(" && ")[-1])
-    assert words[:3] == ["exec", "timeout", words[2]] and words[3:6] == ["aws", "s3", "sync"]
+    shell, flag, script, name = init["command"]
+    assert (shell, flag, name) == ("/bin/sh", "-c", "fetch-model")
+    assert script.split(" && ")[2].startswith("deadline=")  # after the two `aws configure`
+    assert 'timeout "$left" aws "$@"' in script
+    words = init["args"]
+    assert words[:2] == ["s3", "sync"]
     assert words[words.index("--exclude") : words.index("--exclude") + 2] == [
         "--exclude",
         "original/*",

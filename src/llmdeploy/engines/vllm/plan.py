@@ -13,6 +13,7 @@ from llmdeploy.plan.group import efa_devices, group_env
 from llmdeploy.plan.loading import cache_gib, model_loading
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
+    NODE_START_SECONDS,
     gpus_per_pod,
     liveness_probe,
     pod_resources,
@@ -115,6 +116,11 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         downloads_in_main=loading.mode == "huggingface",
         read_gib=read_gib(spec, sizing),
     )
+    if nodes > 1 and spec.startup.override_seconds is None:
+        # The leader's probes cover the group, and its startupProbe starts once its own init
+        # containers are done; the slowest worker's node may come up a node start later and
+        # then sync for its whole deadline before it joins.
+        budget += NODE_START_SECONDS + sum(c.deadline_seconds or 0 for c in weights.init_containers)
     config: tuple[ConfigEntry, ...] = ()
     if group.uses_scripts(dist):
         config, scripts_volume = group.scripts(spec)
