@@ -10,6 +10,7 @@ YAML through the same pipeline.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import shutil
 import subprocess
@@ -27,6 +28,7 @@ from llmdeploy import pipeline, render
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.errors import SpecError
+from llmdeploy.perf.assess import fleet_nodes
 from llmdeploy.plan import nodes
 from llmdeploy.plan import pod as pod_plan
 from llmdeploy.sizing.types import Sizing
@@ -470,9 +472,98 @@ def test_replicas_spread_across_zones(preset: str, crds: object) -> None:
         zones = [r["values"] for r in reqs if r["key"] == "topology.kubernetes.io/zone"]
         assert zones == [[out.spec.cluster.placement.zone]]
         return
+    if pods_per_node(out) > 1:  # packed instead: test_the_fleet_packs_as_it_is_priced
+        assert "topologySpreadConstraints" not in out.pod
+        return
     (spread,) = out.pod["topologySpreadConstraints"]
     assert spread["topologyKey"] == "topology.kubernetes.io/zone"
     assert selects(spread["labelSelector"]["matchLabels"], out.pod_labels)
+
+
+def pods_per_node(out: Out) -> int:
+    return out.instance.gpu_count // int(out.server["resources"]["limits"]["nvidia.com/gpu"])
+
+
+def karpenter_nodes(pod: dict[str, Any], pods: int, per_node: int, zones: int = 3) -> int:
+    """Nodes Karpenter launches for ``pods`` pending copies of ``pod`` when ``per_node`` fit on
+    a node: preferred constraints count as required until a pod cannot be placed
+    (kubernetes-sigs/karpenter@v1.14.1 pkg/controllers/provisioning/scheduling/preferences.go
+    Relax), so a zone spread of maxSkew 1 splits them over the zones (three here, as in most
+    regions) and each zone's share fills its own nodes; without it they fill as few nodes as
+    they need."""
+    spread = [
+        c
+        for c in pod.get("topologySpreadConstraints", [])
+        if c["topologyKey"] == "topology.kubernetes.io/zone"
+    ]
+    if not spread:
+        return math.ceil(pods / per_node)
+    assert spread[0]["maxSkew"] == 1
+    shares = [pods // zones + (1 if z < pods % zones else 0) for z in range(zones)]
+    return sum(math.ceil(share / per_node) for share in shares)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_fleet_packs_as_it_is_priced(preset: str, crds: object) -> None:
+    """The nodes Karpenter launches for maxReplicas pending pods are the nodes the cost figure
+    prices (perf.assess.fleet_nodes): a fleet of TP1/TP2 replicas on 4- and 8-GPU nodes no
+    longer sits on a node per zone. With one pod per node the zone spread stays: it costs no
+    node."""
+    out = rendered(preset, crds)
+    if out.workload["kind"] != "Deployment":
+        return
+    most = out.spec.autoscaling.max_replicas
+    launched = karpenter_nodes(out.pod, most, pods_per_node(out))
+    assert launched == fleet_nodes(out.sizing, most), (launched, most)
+
+
+def fleet_over_time(counts: list[int], per_node: int) -> list[int]:
+    """Nodes in use as a Deployment goes through replica ``counts``: a scale-out places each
+    new pod on a node with a free slot if there is one (kube-scheduler; Karpenter launches only
+    for unschedulable pods), else on a new node; a scale-in deletes the pod with the most
+    pods of its ReplicaSet on its node first (kubernetes/kubernetes pkg/controller/
+    controller_utils.go ActivePodsWithRanks, "doubled up" pods), and a node goes only once it is
+    empty (consolidationPolicy WhenEmpty)."""
+    nodes: list[int] = []  # pods on each node
+    used = []
+    for count in counts:
+        while sum(nodes) < count:
+            free = [i for i, n in enumerate(nodes) if n < per_node]
+            if free:
+                nodes[max(free, key=lambda i: nodes[i])] += 1
+            else:
+                nodes.append(1)
+        while sum(nodes) > count:
+            nodes[max(range(len(nodes)), key=lambda i: nodes[i])] -= 1
+        nodes = [n for n in nodes if n]
+        used.append(len(nodes))
+    return used
+
+
+def test_scale_in_never_holds_more_nodes_than_the_priced_peak(crds: object) -> None:
+    """Scale-in spreads what is left (one pod per node before any node empties), so between
+    peaks the fleet can hold more nodes than its replicas need packed, but never more than the
+    peak the cost figure prices."""
+    out = rendered("gpt-oss-120b-vllm-p5", crds)
+    per_node, most = pods_per_node(out), out.spec.autoscaling.max_replicas
+    counts = [1, most, 2, most // 2, 1, most, 3]
+    used = fleet_over_time(counts, per_node)
+    assert max(used) == fleet_nodes(out.sizing, most)
+    assert used[2] == min(2, fleet_nodes(out.sizing, most))  # 2 replicas on 2 nodes, not 1
+
+
+def test_a_zone_spread_would_have_tripled_the_packed_fleet(crds: object) -> None:
+    """gpt-oss-120b-vllm-p5 (TP1 on 8-GPU p5): three replicas fit one node; with the zone
+    spread rendered before, Karpenter launched one node per zone."""
+    out = rendered("gpt-oss-120b-vllm-p5", crds)
+    spread = {
+        **out.pod,
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone"}],
+    }
+    per_node = pods_per_node(out)
+    assert per_node == 8
+    assert karpenter_nodes(spread, 3, per_node) == 3
+    assert karpenter_nodes(out.pod, 3, per_node) == 1
 
 
 # --- disruption -----------------------------------------------------------------------------

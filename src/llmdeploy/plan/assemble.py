@@ -20,7 +20,12 @@ from llmdeploy.plan.alerts import alerts_plan
 from llmdeploy.plan.group import LWS_API_VERSION, LWS_KIND, group_plan, leader_selector
 from llmdeploy.plan.names import labels_for, pool_name
 from llmdeploy.plan.nodes import nodeclass_plan, nodepool_plan
-from llmdeploy.plan.pod import MAX_BACKOFF_SECONDS, progress_deadline_seconds
+from llmdeploy.plan.pod import (
+    MAX_BACKOFF_SECONDS,
+    gpus_per_pod,
+    pods_per_node,
+    progress_deadline_seconds,
+)
 from llmdeploy.plan.prometheus import PrometheusPlan, prometheus_plan, signal_window_seconds
 from llmdeploy.plan.rollout import rollout_plan
 from llmdeploy.plan.types import (
@@ -280,6 +285,12 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
     selected_by = parts.meta.labels + selection_labels(spec, prom)
     monitor = monitor_plan(spec, parts.monitor_port, selected_by, parts.monitor_path)
     workload, group = parts.workload, None
+    if pods_per_node(instance, gpus_per_pod(spec)) > 1:
+        # Several replicas share a node, as the cost figure packs them (perf.assess
+        # fleet_nodes): no zone spread, which Karpenter treats as required until a pod cannot
+        # be placed (kubernetes-sigs/karpenter@v1.14.1 pkg/controllers/provisioning/scheduling/
+        # preferences.go Relax), so it would launch a node per zone for pods one node holds.
+        workload = dataclasses.replace(workload, topology_key=None)
     if parts.worker is not None:
         # no zone spread: the NodePool keeps every node of the group in one zone
         workload = dataclasses.replace(workload, topology_key=None)
