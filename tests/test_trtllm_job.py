@@ -262,6 +262,48 @@ def aws_cli_image(root: Path, version: str = "2.22.0") -> None:
     (home.parent / "current").symlink_to(home)  # absolute, as `ln -snf "$INSTALL_DIR"`
 
 
+def test_the_engine_path_without_an_aws_identity_is_refused_like_vllm() -> None:
+    """fetch-artifacts reads artifactsS3Uri: with IMDSv2 and a hop limit of 1 the node's
+    instance-profile credentials do not reach it (the EC2NodeClass's metadataOptions), so the
+    pods need IRSA or Pod Identity, as vLLM's S3 sync does."""
+    data = merge(BASE, {})
+    del data["serviceAccount"]
+    with pytest.raises(SpecError) as info:
+        pipeline.render_loaded(
+            load_spec_text(yaml.safe_dump(data), "spec.yaml"), header_command="x"
+        )
+    (diag,) = info.value.diagnostics
+    assert "no AWS identity" in diag.message and diag.hint and "podIdentity" in diag.hint
+    data["serviceAccount"] = {"podIdentity": True}
+    pipeline.render_loaded(load_spec_text(yaml.safe_dump(data), "spec.yaml"), header_command="x")
+
+
+def cuda_minor_compatible(app: tuple[int, int], driver_cuda: tuple[int, int]) -> str:
+    """How a CUDA application runs on a driver (docs.nvidia.com/deploy/cuda-compatibility/
+    minor-version-compatibility.html): natively up to the driver's own CUDA release, under
+    minor-version compatibility ("with limited feature-set") for a newer minor of the same
+    major (13.x needs a driver >= 580), not at all for a newer major without the compat
+    package."""
+    if app <= driver_cuda:
+        return "native"
+    return "minor-version" if app[0] == driver_cuda[0] else "unsupported"
+
+
+def test_triton_26_07_on_the_default_ami_is_said_to_rely_on_minor_version_compatibility() -> None:
+    """Triton 26.07 is CUDA 13.1.0 (triton-inference-server/server docs/introduction/
+    compatibility.md); the default AL2023 NVIDIA AMI's R580 driver is CUDA 13.0's."""
+    assert cuda_minor_compatible((13, 1), (13, 0)) == "minor-version"
+    loaded = load_spec_text(yaml.safe_dump(merge(BASE, {})), "spec.yaml")
+    (note,) = [w for w in pipeline.size_loaded(loaded).warnings if "CUDA" in w.message]
+    assert note.severity == "note" and "minor-version compatibility" in note.message
+    assert "CUDA 13.1" in note.message and "driver 580 is CUDA 13.0's" in note.message
+    bottlerocket = merge(
+        BASE, {"cluster": {"kubernetesVersion": "1.35", "amiAlias": "bottlerocket@v1.53.0"}}
+    )
+    loaded = load_spec_text(yaml.safe_dump(bottlerocket), "spec.yaml")
+    assert not [w for w in pipeline.size_loaded(loaded).warnings if "CUDA" in w.message]
+
+
 def test_the_copied_aws_cli_runs_without_the_image_it_came_from(
     tmp_path: Path, crds: object
 ) -> None:

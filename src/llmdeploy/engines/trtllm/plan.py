@@ -131,4 +131,7 @@ def plan_triton(spec: Spec, instance: Instance, sizing: Sizing, header_command: 
         config_map_data=config,
         extra_files=(ExtraFile(BUILD_SCRIPT, script, executable=True),),
         job=job,
+        # fetch-artifacts copies the engine from artifactsS3Uri: IRSA or Pod Identity, as for
+        # vLLM's S3 sync (plan.assemble.require_aws_identity)
+        reads_s3=True,
     )
