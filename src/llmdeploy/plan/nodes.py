@@ -80,7 +80,7 @@ def node_labels(spec: Spec, instance: Instance) -> tuple[KV, ...]:
     device plugin themselves (``settings.kubelet-device-plugins.nvidia``,
     bottlerocket.dev api/settings/kubelet-device-plugins), so there the label would pull a
     second plugin onto the node, competing to register ``nvidia.com/gpu``."""
-    labels = (KV("llmdeploy.dev/gpu", instance.gpu.karpenter_name),)
+    labels: tuple[KV, ...] = (KV("llmdeploy.dev/gpu", instance.gpu.karpenter_name),)
     if ami_alias(spec, instance).startswith("al2023@"):
         labels += (KV("nvidia.com/gpu.present", "true"),)
     return labels
