@@ -1071,6 +1071,28 @@ def test_s3_mode_without_nvme_sizes_the_root_volume(crds: object) -> None:
     assert root >= pods * eph + nodes.ROOT_VOLUME_SYSTEM_GIB * 2**30
 
 
+@pytest.mark.skipif(not S3_PRESETS, reason="no S3 preset")
+def test_a_root_volume_without_nvme_holds_every_pod_of_the_node(crds: object) -> None:
+    """p3.16xlarge (8 x V100, no local NVMe) at TP2 holds 4 pods, each with its model cache
+    on the root volume (the kubelet's ephemeral storage): 80 GiB of images and system + 4 x
+    59 GiB = 316Gi, not the 200Gi default sized as if for one pod."""
+
+    def edit(d: dict[str, Any]) -> None:
+        d["hardware"] = {"instanceType": "p3.16xlarge", "tensorParallel": 2}
+        d.setdefault("serving", {})["gpuMemoryUtilization"] = 0.85
+
+    out = variant("llama3-8b-vllm-g5", edit, crds)
+    assert (out.instance.local_nvme_gb, pods_per_node(out)) == (0, 4)
+    nodeclass = out.one("EC2NodeClass")["spec"]
+    (root,) = [d for d in nodeclass["blockDeviceMappings"] if d.get("rootVolume")]
+    eph = mem_bytes(out.server["resources"]["limits"]["ephemeral-storage"])
+    assert eph == 59 * 2**30
+    assert root["ebs"]["volumeSize"] == "316Gi"
+    assert mem_bytes(root["ebs"]["volumeSize"]) == (
+        nodes.ROOT_VOLUME_SYSTEM_GIB * 2**30 + pods_per_node(out) * eph
+    )
+
+
 @pytest.mark.skipif(not VLLM_PRESETS, reason="no vLLM preset")
 def test_pvc_mode_mounts_the_claim_read_only(crds: object) -> None:
     preset = VLLM_PRESETS[0]
