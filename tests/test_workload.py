@@ -10,6 +10,7 @@ source and checked against the rendered manifests (docs/production.md §3, §8).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 from pathlib import Path
@@ -256,6 +257,26 @@ TOKENIZER_AND_CONFIG = 100 * 2**20  # tokenizer.json, config.json, generation_co
 @pytest.mark.parametrize(("name", "size"), sorted(PUBLISHED_BYTES.items()))
 def test_checkpoint_bytes_match_the_published_index(name: str, size: int) -> None:
     assert mem.checkpoint_bytes(models.load_architecture(name)) == size
+
+
+# DeepSeek-V3's weight files as published (688,586,727,753 B at afb92e1f, creator repository
+# weight files only), 685B parameters with the 14B multi-token-prediction module
+# (model.layers.61); its FP8 block layout is modelled, so the match is to 0.01 %.
+DEEPSEEK_V3_BYTES = 688_586_727_753
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-r1"])
+def test_deepseek_checkpoint_holds_the_mtp_module_gpus_do_not(name: str) -> None:
+    """The MTP layer is in the files (download, cache, fetch deadline, read time) and not in
+    GPU memory: vLLM skips it when it loads the served model (deepseek_v2.py@v0.19.0
+    load_weights, "skip spec decode layers for main model")."""
+    arch = models.load_architecture(name)
+    assert arch.mtp_layers == 1
+    stored = mem.checkpoint_bytes(arch)
+    assert abs(stored - DEEPSEEK_V3_BYTES) / DEEPSEEK_V3_BYTES < 1e-4
+    without = mem.checkpoint_bytes(dataclasses.replace(arch, mtp_layers=0))
+    assert 14e9 < stored - without < 16e9  # about 14B parameters, mostly FP8 experts
+    assert (stored - without) / stored > 0.02  # what the cache and deadlines were short
 
 
 def quantity(q: str) -> int:
