@@ -127,6 +127,8 @@ CHECKPOINTS = [
 ]
 HARDWARE = {"instanceType": "p5.48xlarge", "tensorParallel": 4}
 TP8 = {"llama-3.1-405b"}  # needs all eight H100s even in FP8
+# MoE width 768 / TP4 = 192 is no whole 128 x 128 FP8 block (test_fp8_blocks_must_divide_...)
+TP2 = {"qwen3-30b-a3b"}
 
 
 @pytest.mark.parametrize("quantization", ["none", *sorted(WEIGHTS)])
@@ -144,6 +146,8 @@ def test_rendered_quantization_flag_is_one_vllm_starts_with(
     }
     if models.load_architecture(architecture).name in TP8:
         over["hardware"] = {**HARDWARE, "tensorParallel": 8}
+    if models.load_architecture(architecture).name in TP2:
+        over["hardware"] = {**HARDWARE, "tensorParallel": 2}
     stored = models.load_architecture(architecture).quantization
     from_id = models.quantized_checkpoint(model_id)
     if stored is None and from_id is not None:
@@ -212,6 +216,61 @@ def test_a_contradiction_is_a_located_spec_error_with_a_suggestion() -> None:
 def test_a_published_repo_under_another_architecture_is_refused_at_the_architecture() -> None:
     diag = refusal("Qwen/Qwen2.5-72B-Instruct-AWQ", "llama-3-70b")
     assert diag.source_line is not None and "architecture: llama-3-70b" in diag.source_line
+
+
+QWEN_FP8 = {
+    "Qwen/Qwen3-8B-FP8": "qwen3-8b",
+    "Qwen/Qwen3-14B-FP8": "qwen3-14b",
+    "Qwen/Qwen3-32B-FP8": "qwen3-32b",
+    "Qwen/Qwen3-30B-A3B-FP8": "qwen3-30b-a3b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+}
+
+
+@pytest.mark.parametrize(("repo", "base"), sorted(QWEN_FP8.items()))
+def test_qwens_own_fp8_releases_are_catalogued(repo: str, base: str) -> None:
+    """Qwen's FP8 repos store block FP8 (quant_method fp8, 128 x 128): vLLM reads the method
+    from their config, so they render with no --quantization and no "may already be quantized"
+    warning, sized as stored (about half the 16-bit base)."""
+    arch = models.quantized_checkpoint(repo)
+    assert arch is not None and arch.quantization is not None
+    assert (arch.quantization.method, arch.quantization.group_size) == ("fp8-block", 128)
+    assert arch.quantization.quant_method == "fp8"
+    ratio = mem.checkpoint_bytes(arch) / mem.checkpoint_bytes(models.load_architecture(base))
+    assert 0.5 < ratio < 0.6  # FP8 weights, 16-bit embeddings, norms and head
+    if base == "qwen3-8b":
+        result = render(
+            model={"id": repo, "architecture": base},
+            quantization="fp8",
+            hardware={"instanceType": "g6e.xlarge", "tensorParallel": 1},
+        )
+        assert not [n for n in result.notices if n.key_path == "model.id"]
+        assert flag_value(server_args(result), "--quantization") is None
+
+
+@pytest.mark.parametrize(
+    ("tp", "expert_parallel", "fits"), [(2, False, True), (4, False, False), (4, True, True)]
+)
+def test_fp8_blocks_must_divide_each_ranks_share(
+    tp: int, expert_parallel: bool, fits: bool
+) -> None:
+    """vLLM refuses block FP8 weights whose per-rank output is not whole blocks ("The
+    output_size of gate's and up's weight = 192 is not divisible by weight quantization block_n
+    = 128", vllm/model_executor/layers/quantization/fp8.py@v0.19.0 Fp8MoEMethod.create_weights;
+    linear layers: utils/fp8_utils.py validate_fp8_block_shape). Qwen3-30B-A3B's experts are 768
+    wide: TP2 gives 384 (3 blocks), TP4 192; expert parallelism keeps each expert whole."""
+    text = spec_text(
+        model={"id": "Qwen/Qwen3-30B-A3B-FP8", "architecture": "qwen3-30b-a3b"},
+        quantization="fp8",
+        hardware={"instanceType": "g6e.12xlarge", "tensorParallel": tp},
+        serving={"expertParallel": expert_parallel},
+    )
+    sizing = pipeline.size_loaded(load.load_spec_text(text, "spec.yaml")).sizing
+    assert sizing.fits is fits
+    reason = (
+        "MoE intermediate size 768 / TP 4 = 192 is not a multiple of the fp8-block group size 128"
+    )
+    assert (reason in sizing.reasons) is not fits
 
 
 def test_an_unknown_repo_is_an_assumption_not_a_guess_in_silence() -> None:
