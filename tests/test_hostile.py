@@ -1037,6 +1037,7 @@ def run_script(script: str, tmp: Path, aws_fails: bool = False) -> tuple[int, st
 
 def trtllm_scripts(tmp: Path, uri: str, model_id: str, revision: str) -> dict[str, str]:
     data = with_("engine", {"type": "trtllm", "artifactsS3Uri": uri})
+    data["serviceAccount"] = {"iamRoleArn": "arn:aws:iam::111122223333:role/reader"}  # S3 reads
     data["model"]["id"] = model_id
     data["model"]["revision"] = revision
     loaded = load_spec_text(emit(data), "spec.yaml")

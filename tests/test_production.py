@@ -23,7 +23,13 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_model import admits, deployment_timed_out, resolve_fenceposts, rollout_step
+from cluster_model import (
+    admits,
+    admits_address,
+    deployment_timed_out,
+    resolve_fenceposts,
+    rollout_step,
+)
 from llmdeploy import pipeline, render
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
@@ -768,6 +774,39 @@ def test_network_policy_admits_prometheus_on_the_metrics_port(preset: str, crds:
     for port in service_ports - {metrics_port}:
         assert admits(policies, server, client, port), port
         assert not admits(policies, server, ("elsewhere", {}), port), port
+
+
+def test_a_load_balancer_sending_to_pod_ips_is_admitted_on_the_serving_port(
+    crds: object,
+) -> None:
+    """AWS Load Balancer Controller target type ip: the NLB/ALB nodes connect to the pod IPs
+    from their own subnet addresses, which no namespaceSelector matches, so without an ipBlock
+    the policy drops them (and their health checks)."""
+    preset = VLLM_PRESETS[0]
+    plain = rendered(preset, crds)
+    out = variant(
+        preset,
+        lambda d: d.setdefault("network", {}).update({"loadBalancerCidrs": ["10.0.0.0/16"]}),
+        crds,
+    )
+    port = _container_port(out, "http")
+    dst = (out.spec.namespace, out.pod_labels)
+    assert not admits_address(plain.all("NetworkPolicy"), dst, "10.0.3.7", port)
+    policies = out.all("NetworkPolicy")
+    assert admits_address(policies, dst, "10.0.3.7", port)
+    assert not admits_address(policies, dst, "192.168.1.7", port)
+    assert not admits_address(policies, dst, "10.0.3.7", 22)
+
+
+def test_a_load_balancer_cidr_must_be_a_cidr() -> None:
+    path = pipeline.preset_path(VLLM_PRESETS[0])
+    assert path is not None
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data.setdefault("network", {})["loadBalancerCidrs"] = ["10.0.0.1/16"]
+    with pytest.raises(SpecError) as err:
+        load.load_spec_text(yaml.safe_dump(data), "spec.yaml", path)
+    (d,) = err.value.diagnostics
+    assert "'10.0.0.1/16' is not a CIDR block" in d.message and "host bits set" in d.message
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -294,14 +294,17 @@ def test_triton_26_07_on_the_default_ami_is_said_to_rely_on_minor_version_compat
     compatibility.md); the default AL2023 NVIDIA AMI's R580 driver is CUDA 13.0's."""
     assert cuda_minor_compatible((13, 1), (13, 0)) == "minor-version"
     loaded = load_spec_text(yaml.safe_dump(merge(BASE, {})), "spec.yaml")
-    (note,) = [w for w in pipeline.size_loaded(loaded).warnings if "CUDA" in w.message]
-    assert note.severity == "note" and "minor-version compatibility" in note.message
+    result = pipeline.render_loaded(loaded, header_command="x")
+    (note,) = [n for n in result.notices if "CUDA" in n.message]
+    assert (note.key_path, note.severity) == ("engine.tritonVersion", "note")
+    assert "minor-version compatibility" in note.message
     assert "CUDA 13.1" in note.message and "driver 580 is CUDA 13.0's" in note.message
     bottlerocket = merge(
         BASE, {"cluster": {"kubernetesVersion": "1.35", "amiAlias": "bottlerocket@v1.53.0"}}
     )
     loaded = load_spec_text(yaml.safe_dump(bottlerocket), "spec.yaml")
-    assert not [w for w in pipeline.size_loaded(loaded).warnings if "CUDA" in w.message]
+    result = pipeline.render_loaded(loaded, header_command="x")
+    assert not [n for n in result.notices if "CUDA" in n.message]
 
 
 def test_the_copied_aws_cli_runs_without_the_image_it_came_from(

@@ -222,6 +222,7 @@ def netpol_plan(
         scraper_labels=prom.scraper_labels,
         metrics_ports=metrics_ports,
         peer_selector=peers,
+        client_cidrs=n.load_balancer_cidrs,
     )
 
 
@@ -259,6 +260,7 @@ class EngineParts:
     # the worker pods of a replica on ``nodes`` nodes (the leader is ``workload``)
     worker: WorkloadPlan | None = None
     nodes: int = 1
+    notices: tuple[Notice, ...] = ()  # the engine's notes and warnings, located at a field
 
 
 def require_aws_identity(spec: Spec, parts: EngineParts) -> None:
@@ -366,7 +368,7 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         group=group,
         extra_files=extra_files,
         header_command=header_command,
-        notices=prom.notices + scaler_notices,
+        notices=prom.notices + parts.notices + scaler_notices,
         prometheus_rbac=prom.rbac,
         query_access=prom.query_access,
         trigger_auth=prom.trigger_auth,

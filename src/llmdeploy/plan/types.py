@@ -297,6 +297,7 @@ class NetpolPlan:
     metrics_ports: tuple[int, ...]
     # pods of one replica group talk to each other on any port (NCCL, the distributed store)
     peer_selector: tuple[KV, ...] = ()
+    client_cidrs: tuple[str, ...] = ()  # load balancers that send to pod IPs (ipBlock)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ that need catalogs or arithmetic live in ``size`` and ``plan``.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import operator
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -509,6 +510,28 @@ class Network(SpecModel):
             "`monitoring.prometheus` the metrics port, nothing else."
         ),
     )
+    load_balancer_cidrs: tuple[str, ...] = Field(
+        (),
+        strict=False,  # a YAML list
+        max_length=20,
+        description=(
+            "Source CIDRs admitted to the serving ports besides the client namespaces' pods: "
+            "the subnets of a load balancer that sends to pod IPs (AWS Load Balancer "
+            "Controller target type `ip`: NLB or ALB nodes, and their health checks, connect "
+            "from their own addresses, which no namespace selector matches), e.g. "
+            "10.0.0.0/16."
+        ),
+    )
+
+    @field_validator("load_balancer_cidrs")
+    @classmethod
+    def _cidrs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for cidr in v:
+            try:
+                ipaddress.ip_network(cidr, strict=True)
+            except ValueError as exc:
+                raise ValueError(f"{cidr!r} is not a CIDR block ({exc})") from None
+        return v
 
     @field_validator("client_namespaces")
     @classmethod

@@ -14,15 +14,9 @@ from collections.abc import Sequence
 from pydantic.alias_generators import to_camel
 
 from llmdeploy.catalog import ec2 as catalog
-from llmdeploy.catalog.amis import AL2023_NVIDIA_DRIVER_BRANCH, AL2023_NVIDIA_DRIVER_CUDA
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.engines.trtllm.build import capability, converter_for
-from llmdeploy.engines.trtllm.releases import (
-    TRITON_CUDA,
-    TRITON_TO_TRTLLM,
-    in_range,
-    ships_trtllm_build,
-)
+from llmdeploy.engines.trtllm.releases import TRITON_TO_TRTLLM, in_range, ships_trtllm_build
 from llmdeploy.engines.trtllm.spec import ENGINE_ONLY, TrtllmEngine
 from llmdeploy.errors import Diagnostic, UnsupportedFlagError
 from llmdeploy.spec.sections import Spec
@@ -68,29 +62,6 @@ def trtllm_for_triton(triton_version: str) -> str:
     return trtllm
 
 
-def _driver_note(spec: Spec, engine: TrtllmEngine) -> list[Diagnostic]:
-    """A Triton image built on a newer CUDA minor than the AL2023 NVIDIA AMI's driver runs
-    under CUDA minor-version compatibility: every CUDA 13.x application on a driver >= 580,
-    "with limited feature-set" (docs.nvidia.com/deploy/cuda-compatibility/
-    minor-version-compatibility.html): said, not refused."""
-    cuda = TRITON_CUDA.get(engine.triton_version)
-    alias = spec.cluster.ami_alias
-    if cuda is None or (alias is not None and not alias.startswith("al2023@")):
-        return []
-    driver = AL2023_NVIDIA_DRIVER_CUDA
-    if cuda[0] != driver[0] or cuda <= driver:
-        return []
-    return [
-        _note(
-            "engine.tritonVersion",
-            f"Triton {engine.triton_version} is built on CUDA {cuda[0]}.{cuda[1]}; the AL2023 "
-            f"NVIDIA AMI's driver {AL2023_NVIDIA_DRIVER_BRANCH} is CUDA {driver[0]}.{driver[1]}'s, "
-            "so it runs under CUDA minor-version compatibility: features that need a newer "
-            "driver are unavailable, and PTX newer than the driver cannot be JIT-compiled",
-        )
-    ]
-
-
 def problems(spec: Spec, hardware: Sequence[Instance]) -> list[Diagnostic]:
     """Every problem of ``spec`` on the GPUs of ``hardware`` (one instance type, or the sizes
     of an instance family: a GPU feature is missing when no size has it)."""
@@ -127,7 +98,6 @@ def problems(spec: Spec, hardware: Sequence[Instance]) -> list[Diagnostic]:
         )
     out += _hardware_problems(spec, hardware)
     out += _length_problems(spec, engine)
-    out += _driver_note(spec, engine)
     if spec.model.loading.mode == "pvc":
         out.append(
             Diagnostic(

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import math
 
+from llmdeploy.catalog.amis import AL2023_NVIDIA_DRIVER_BRANCH, AL2023_NVIDIA_DRIVER_CUDA
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.engines.trtllm import decisions as trtllm
 from llmdeploy.engines.trtllm.job import BUILD_SCRIPT, plan_build_job
+from llmdeploy.engines.trtllm.releases import TRITON_CUDA
 from llmdeploy.engines.trtllm.serving import CONFIG_VOLUME, MODEL_VOLUME, TMP_VOLUME
 from llmdeploy.engines.trtllm.spec import TrtllmEngine
+from llmdeploy.errors import Notice
 from llmdeploy.plan.assemble import EngineParts
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
@@ -134,4 +137,29 @@ def plan_triton(spec: Spec, instance: Instance, sizing: Sizing, header_command: 
         # fetch-artifacts copies the engine from artifactsS3Uri: IRSA or Pod Identity, as for
         # vLLM's S3 sync (plan.assemble.require_aws_identity)
         reads_s3=True,
+        notices=driver_notices(spec, engine),
+    )
+
+
+def driver_notices(spec: Spec, engine: TrtllmEngine) -> tuple[Notice, ...]:
+    """A Triton image built on a newer CUDA minor than the AL2023 NVIDIA AMI's driver runs
+    under CUDA minor-version compatibility: every CUDA 13.x application on a driver >= 580,
+    "with limited feature-set" (docs.nvidia.com/deploy/cuda-compatibility/
+    minor-version-compatibility.html): said, not refused."""
+    cuda = TRITON_CUDA.get(engine.triton_version)
+    alias = spec.cluster.ami_alias
+    if cuda is None or (alias is not None and not alias.startswith("al2023@")):
+        return ()
+    driver = AL2023_NVIDIA_DRIVER_CUDA
+    if cuda[0] != driver[0] or cuda <= driver:
+        return ()
+    return (
+        Notice(
+            "engine.tritonVersion",
+            f"Triton {engine.triton_version} is built on CUDA {cuda[0]}.{cuda[1]}; the AL2023 "
+            f"NVIDIA AMI's driver {AL2023_NVIDIA_DRIVER_BRANCH} is CUDA {driver[0]}.{driver[1]}'s, "
+            "so it runs under CUDA minor-version compatibility: features that need a newer "
+            "driver are unavailable, and PTX newer than the driver cannot be JIT-compiled",
+            severity="note",
+        ),
     )
