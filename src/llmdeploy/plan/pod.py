@@ -144,9 +144,12 @@ def progress_deadline_seconds(workload: WorkloadPlan, wait_seconds: int = 0) -> 
     window. Whole minutes."""
     init = sum(c.deadline_seconds or 0 for c in workload.init_containers)
     readiness = max(
-        (c.readiness_probe.period * c.readiness_probe.failure_threshold)
-        for c in workload.containers
-        if c.readiness_probe is not None
+        (
+            c.readiness_probe.period * c.readiness_probe.failure_threshold
+            for c in workload.containers
+            if c.readiness_probe is not None
+        ),
+        default=0,
     )
     seconds = NODE_START_SECONDS + wait_seconds + init + startup_window_seconds(workload)
     return int(math.ceil((seconds + readiness) / 60.0) * 60)
