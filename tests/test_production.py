@@ -293,13 +293,20 @@ def test_a_first_rollout_is_not_reported_failed(preset: str, crds: object) -> No
     assert deadline < cold + 60
 
 
-def test_progress_deadline_of_the_s3_preset_by_hand(crds: object) -> None:
+def test_progress_deadline_of_two_presets_by_hand(crds: object) -> None:
     """llama3-8b-vllm-g5: 900 s node, the S3 sync's 780 s timeout (27 GiB cache), the 480 s
     startupProbe, 30 s readiness: 2190 s, 2220 s in whole minutes."""
     out = rendered("llama3-8b-vllm-g5", crds)
     assert [init_deadline(c) for c in out.pod["initContainers"]] == [780]
     assert probe_window(out.server["startupProbe"]) == 480
     assert out.workload["spec"]["progressDeadlineSeconds"] == 2220
+    # the engine path waits for its build Job (21600 s) and the kubelet's 300 s back-off, then
+    # copies the engine (1020 s) and loads it (540 s): 24390 s, 24420 s in whole minutes
+    trt = rendered("llama3-70b-trtllm-int4awq-p4d", crds)
+    assert [init_deadline(c) for c in trt.pod["initContainers"]] == [1020, 0]
+    assert trt.one("Job")["spec"]["activeDeadlineSeconds"] == 21600
+    assert probe_window(trt.server["startupProbe"]) == 540
+    assert trt.workload["spec"]["progressDeadlineSeconds"] == 24420
 
 
 @pytest.mark.parametrize("preset", PRESETS)
