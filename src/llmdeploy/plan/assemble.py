@@ -1,7 +1,6 @@
 """Assembling the plan: everything engine-independent around an engine's part (NodePool,
 EC2NodeClass, Service, ServiceAccount, PDB, NetworkPolicy, monitors, the KEDA ScaledObject of
-``plan.scaling``),
-which objects exist and in what order.
+``plan.scaling``), which objects exist and in what order.
 
 Input: a validated spec, the chosen instance, and the :class:`EngineParts` the engine's
 ``plan`` returned. Output: a frozen :class:`~llmdeploy.plan.types.Plan` that templates only fill
