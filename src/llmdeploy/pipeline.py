@@ -205,7 +205,7 @@ def render_loaded(
     spec = _with_queue_threshold(spec, perf)
     with located(loaded, registry.get(spec.engine.type).version_field):
         the_plan = make_plan(spec, sizing, header_command)
-    files = render.render_plan(the_plan, loaded.label)
+    files = render.render_plan(the_plan, loaded.header_name or loaded.label)
     cluster_version = spec.cluster.kubernetes_version
     report = check.check_documents(
         yaml_documents(files),

@@ -321,10 +321,19 @@ def _render(
         raise UsageError("--check needs -o DIR")
     loaded = _load_specs(specs, preset)
     crds = _crd_registry(crd_dir)
+    from llmdeploy.cli.regenerate import canonical
+
     source_words = [f"--preset {preset}"] if preset else [shlex.quote(str(s)) for s in specs]
     command = "llmdeploy render " + " ".join(source_words) + f" -o {shlex.quote(output)}"
     if force:
         command += " --force"
+    # the headers: the same bytes however the paths were spelt and wherever it ran (item 1)
+    canon = canonical(specs, preset, output, force=force)
+    if preset is None:
+        loaded = [
+            dataclasses.replace(ls, header_name=canon.name(ls.path)) if ls.path else ls
+            for ls in loaded
+        ]
     fleet = len(loaded) > 1 or any(p.is_dir() for p in specs)
     if fleet:
         by_name: dict[str, str] = {}
@@ -336,7 +345,7 @@ def _render(
                     "spec renders into a subdirectory named after it, so names must be unique"
                 )
     results = pipeline.render_many(
-        loaded, header_command=command, crds=crds, kube_version=kube_version, force=force
+        loaded, header_command=canon.command, crds=crds, kube_version=kube_version, force=force
     )
     files: dict[str, str] = {}
     executable: set[str] = set()
@@ -346,7 +355,7 @@ def _render(
             files[prefix + name] = text
         executable.update(prefix + name for name in res.executables)
     if fleet:
-        head = render.header("a fleet of specs", command)
+        head = render.header("a fleet of specs", canon.command)
         subdirs = [f"{res.loaded.spec.name}" for res in results]
         files["kustomization.yaml"] = head + render.render_template(
             "k8s/kustomization.yaml.j2", files=subdirs
