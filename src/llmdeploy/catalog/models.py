@@ -253,6 +253,30 @@ def quantized_repos(base: str, method: str) -> list[str]:
     return sorted(out)
 
 
+# Where a pre-quantized repo's name stops naming the model: its quantization words
+# (``-AWQ``, ``-FP8-dynamic``, ``-quantized.w4a16``).
+_QUANT_SUFFIX = re.compile(r"[-_.](?:quantized[-_.])?(?:awq|gptq|fp8|int4|int8|w4a16|w8a8|w8a16)")
+
+
+def _model_name(repo: str) -> str:
+    """``org/Meta-Llama-3.1-8B-Instruct-quantized.w8a8`` -> ``llama-3.1-8b-instruct``."""
+    name = _QUANT_SUFFIX.split(_norm(repo).rsplit("/", 1)[-1], maxsplit=1)[0]
+    return re.sub(r"^meta-(?=llama)", "", name)
+
+
+def releases_of(model_id: str, base: str) -> list[str]:
+    """The catalog's pre-quantized releases of the model ``model_id`` (a 16-bit checkpoint of
+    catalog architecture ``base``): repos of that architecture whose name without its
+    quantization words (and without Meta's ``Meta-`` prefix) is ``model_id``'s, so an Instruct
+    checkpoint finds the quantized Instruct releases and a base model none of them."""
+    want = _model_name(model_id)
+    return sorted(
+        repo
+        for repo, item in _extra()["quantized_aliases"].items()
+        if item["base"] == base and _model_name(repo) == want
+    )
+
+
 def load_architecture(ref: str, base_dir: Path | None = None) -> Architecture:
     """A catalog name, an HF id alias, or a path to a config.json (relative to ``base_dir``)."""
     arch = _catalog_architecture(ref)
