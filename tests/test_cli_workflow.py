@@ -9,6 +9,7 @@ through ``python -m llmdeploy`` in a subprocess where the real entry point matte
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -384,3 +385,216 @@ def test_plan_dir_refuses_write(specs: Path) -> None:
     result = fails(2, "plan", "specs", "--write", "best.yaml")
     assert "--write takes one spec" in result.stderr
     assert not (specs.parent / "best.yaml").exists()
+
+
+# --- 8. progress on a terminal, nothing when piped or under CI ---------------------------------
+
+
+def _on_a_terminal(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, str, bytes]:
+    """Run ``llmdeploy ARGS`` with stderr on a pseudo-terminal: (exit, stdout, stderr bytes)."""
+    import pty
+    import select
+
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llmdeploy", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=terminal,
+        env=env,
+    )
+    os.close(terminal)
+    seen = b""
+    while True:
+        ready, _, _ = select.select([controller], [], [], 120)
+        if not ready:
+            break
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert proc.stdout is not None
+    out = proc.stdout.read().decode()
+    os.close(controller)
+    return proc.wait(timeout=120), out, seen
+
+
+@pytest.mark.parametrize("command", [["plan", "llama.yaml", "--family", "g5"], ["size", "fleet"]])
+def test_progress_shows_on_a_terminal_only(repo: Path, command: list[str]) -> None:
+    fleet = repo / "fleet"
+    fleet.mkdir()
+    (fleet / "a.yaml").write_text(preset_text("llama3-8b-vllm-g5"), encoding="utf-8")
+    (fleet / "b.yaml").write_text(preset_text("llama3-8b-vllm-g6"), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "LLMDEPLOY_CRD_DIR")}
+    env |= {"TERM": "xterm-256color", "COLUMNS": "100"}
+    code, out, tty = _on_a_terminal(repo, env, *command)
+    assert code == 0
+    shown = tty.decode(errors="replace")
+    assert f"{command[0]} " in shown and "\x1b[" in shown  # the bar, drawn with escapes
+    assert re.search(r"\d+/\d+", shown), "a done/total counter"
+    # piped: the same stdout, and stderr without any of it
+    piped = subprocess.run([sys.executable, "-m", "llmdeploy", *command], cwd=repo, env=env,
+                           capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert piped.returncode == 0 and piped.stdout == out
+    assert "\x1b[" not in piped.stderr and not re.search(r"\d+/\d+ ", piped.stderr)
+    # under CI, a terminal shows no progress either
+    code, ci_out, ci_tty = _on_a_terminal(repo, env | {"CI": "true"}, *command)
+    assert code == 0 and ci_out == out
+    assert b"\x1b[" not in ci_tty
+
+
+# --- 10. finding things: models, did-you-mean, plan --write keeps the user's text --------------
+
+
+def test_models_lists_the_catalog_and_filters_it() -> None:
+    import json
+
+    from llmdeploy.catalog import models
+
+    everything = json.loads(ok("models", "--json").stdout)
+    assert [m["name"] for m in everything] == models.catalog_names()
+    llama = json.loads(ok("models", "LLAMA-3.3", "--json").stdout)
+    assert [m["name"] for m in llama] == ["llama-3.3-70b"]
+    assert llama[0]["hf_id"] == "meta-llama/Llama-3.3-70B-Instruct"
+    assert llama[0]["pre_quantized"] == [
+        "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic",
+        AWQ,
+        "nvidia/Llama-3.3-70B-Instruct-FP8",
+    ]
+    assert llama[0]["params_b"] == 70.55 and llama[0]["kind"] == "dense"
+    # a release's repo finds its model; so does the model type
+    assert [m["name"] for m in json.loads(ok("models", "awq", "--json").stdout)] == [
+        "llama-3.3-70b",
+        "qwen2.5-72b",
+    ]
+    moe = json.loads(ok("models", "qwen3_moe", "--json").stdout)
+    assert {m["name"] for m in moe} == {"qwen3-235b-a22b", "qwen3-30b-a3b", "qwen3-vl-30b-a3b"}
+    table = ok("models", "llama-3.3").stdout
+    assert table.splitlines()[1].split() == [
+        "llama-3.3-70b", "meta-llama/Llama-3.3-70B-Instruct", "70.6B", "131,072", "dense", "3"
+    ]  # fmt: skip
+    assert f"llama-3.3-70b: pre-quantized {AWQ}" in table
+
+
+def test_models_with_no_match_suggests_one() -> None:
+    result = fails(2, "models", "lama-3.3-70x")
+    assert result.stderr == "error: no catalog model matches 'lama-3.3-70x' (did you mean " \
+        "'llama-3.3-70b'?)\n"  # fmt: skip
+
+
+def test_unknown_preset_gets_a_did_you_mean_everywhere(repo: Path) -> None:
+    for args in (
+        ["render", "--preset", "llama3-8b-vllm-g6x"],
+        ["size", "--preset", "llama3-8b-vllm-g6x"],
+        ["plan", "--preset", "llama3-8b-vllm-g6x"],
+        ["init", "--preset", "llama3-8b-vllm-g6x", "-o", "-"],
+        ["presets", "show", "llama3-8b-vllm-g6x"],
+    ):
+        result = fails(2, *args)
+        assert "unknown preset 'llama3-8b-vllm-g6x' (did you mean 'llama3-8b-vllm-g6'?)" in (
+            result.stderr
+        ), args
+
+
+def test_unknown_model_gets_a_did_you_mean(repo: Path) -> None:
+    text = preset_text("llama3-8b-vllm-g5")
+    (repo / "arch.yaml").write_text(text.replace("architecture: llama-3.1-8b",
+                                                 "architecture: llama-3.1-8"))  # fmt: skip
+    result = fails(3, "size", "arch.yaml")
+    assert (
+        "arch.yaml:16:17: error: unknown model architecture 'llama-3.1-8' (did you mean "
+        "'llama-3.1-8b'?): not a catalog name, a known Hugging Face id, or a path to a "
+        "config.json\n"
+    ) in result.stderr
+    assert "= hint: `llmdeploy models [FILTER]` lists the catalog's models" in result.stderr
+    # a repo id one typo away from a catalog repo of the same architecture: a warning
+    (repo / "id.yaml").write_text(text.replace("id: meta-llama/Llama-3.1-8B-Instruct",
+                                               "id: meta-llama/Llama-3.1-8B-Instrct"))  # fmt: skip
+    warned = ok("size", "id.yaml")
+    assert (
+        "id.yaml:15:7: warning: model.id meta-llama/Llama-3.1-8B-Instrct is not a repo the "
+        "catalog knows (did you mean 'meta-llama/Llama-3.1-8B-Instruct'?)"
+    ) in warned.stderr
+    # a fine-tune of the same model is not a typo
+    tuned = text.replace("id: meta-llama/Llama-3.1-8B-Instruct", "id: my-org/Llama-3.1-8B-Chat")
+    (repo / "ft.yaml").write_text(tuned)
+    assert "did you mean" not in ok("size", "ft.yaml").stderr
+
+
+MY_SPEC = """\
+# The old rationale: TP 1 on a g5 (about to be wrong).
+apiVersion: llmdeploy.dev/v1alpha1
+kind: ModelDeployment
+name: chat
+model:
+  id: meta-llama/Llama-3.1-8B-Instruct  # the Instruct tune
+  architecture: llama-3.1-8b
+  revision: ~
+hardware:
+  instanceFamily: g5  # the capacity team's pick
+  tensorParallel: 1
+  efa: null
+serving:
+  maxModelLen: 8192
+slo:
+  concurrentRequests: 16
+  inputTokens: 512
+  outputTokens: 256
+  ttftMs: 2000
+  itlMs: 80
+autoscaling:
+  waitingRequestsPerReplica: null
+  maxReplicas: 4
+cluster:
+  name: demo-eks
+  nodeRole: KarpenterNodeRole-demo
+"""
+
+
+def test_plan_write_keeps_nulls_key_order_and_comments_and_rewrites_the_rationale(
+    repo: Path,
+) -> None:
+    import json
+
+    (repo / "mine.yaml").write_text(MY_SPEC, encoding="utf-8")
+    best = json.loads(ok("plan", "mine.yaml", "--family", "g5", "--json").stdout)
+    top = best["configurations"][0]
+    ok("plan", "mine.yaml", "--family", "g5", "--write", "best.yaml")
+    written = (repo / "best.yaml").read_text(encoding="utf-8")
+    head, body = written.split("apiVersion:", 1)
+    # the body: the user's text with the changed values in place, nothing else moved
+    expected = "apiVersion:" + MY_SPEC.split("apiVersion:", 1)[1]
+    if top["model_id"] != "meta-llama/Llama-3.1-8B-Instruct":
+        expected = expected.replace(
+            "id: meta-llama/Llama-3.1-8B-Instruct", f"id: {top['model_id']}"
+        ).replace("  revision: ~\n", "")
+    expected = expected.replace("instanceFamily: g5", f"instanceType: {top['instance']}")
+    expected = expected.replace("tensorParallel: 1", f"tensorParallel: {top['tp']}")
+    tail = ""
+    if top["quantization"] != "none":
+        tail += f"quantization: {top['quantization']}\n"
+    if top["kv_cache_dtype"] != "auto":
+        tail += f"kvCacheDtype: {top['kv_cache_dtype']}\n"
+    assert "apiVersion:" + body == expected + tail
+    # the leading comment is the winner's rationale, not the old one
+    assert "old rationale" not in head
+    assert head.startswith(f"# {top['model_id']}")
+    assert f"on {top['instance']}" in head.replace("\n# ", " ")
+    assert f"${top['usd_per_hour']:.2f}/h on-demand" in head.replace("\n# ", " ")
+
+
+def test_with_changes_falls_back_to_a_dump_where_the_layout_is_not_line_by_line() -> None:
+    from llmdeploy.spec.edit import with_changes
+
+    flow = "a: 1\nhardware: {instanceFamily: g5, tensorParallel: 1}\nb: null\n"
+    out = with_changes(
+        flow, {"hardware.instanceType": "g5.xlarge"}, {}, ["hardware.instanceFamily"]
+    )
+    import yaml
+
+    hardware = {"tensorParallel": 1, "instanceType": "g5.xlarge"}
+    assert yaml.safe_load(out) == {"a": 1, "hardware": hardware, "b": None}
+    assert "b: null\n" in out

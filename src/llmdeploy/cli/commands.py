@@ -6,6 +6,7 @@ that need them, so ``llmdeploy --version`` and ``--help`` stay fast.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
@@ -204,12 +205,7 @@ def _load_specs(specs: list[Path], preset: str | None) -> list[LoadedSpec]:
             raise UsageError("give either spec files or --preset, not both")
         path = pipeline.preset_path(preset)
         if path is None:
-            import difflib
-
-            names = pipeline.preset_names()
-            close = difflib.get_close_matches(preset, names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise UsageError(f"unknown preset {preset!r}{hint}; available: {', '.join(names)}")
+            raise pipeline.unknown_preset(preset)
         loaded = load.load_spec_file(path)
         return [dataclasses.replace(loaded, label=f"preset {preset}")]
     if not specs:
@@ -346,9 +342,15 @@ def _render(
                     f"{ls.label}: name {ls.spec.name!r} is also used by {other}; in a fleet each "
                     "spec renders into a subdirectory named after it, so names must be unique"
                 )
-    results = pipeline.render_many(
-        loaded, header_command=canon.command, crds=crds, kube_version=kube_version, force=force
-    )
+    with _Progress() if fleet else contextlib.nullcontext() as progress:
+        results = pipeline.render_many(
+            loaded,
+            header_command=canon.command,
+            crds=crds,
+            kube_version=kube_version,
+            force=force,
+            progress=progress.task("render") if progress is not None else None,
+        )
     files: dict[str, str] = {}
     executable: set[str] = set()
     for res in results:
@@ -670,12 +672,13 @@ class _Progress:
     others set it) or with ``TERM=dumb``."""
 
     def __init__(self) -> None:
+        self._bar: Any = None
+        if not sys.stderr.isatty() or os.environ.get("CI"):
+            return  # rich is not even imported
         from rich.console import Console
 
         console = Console(stderr=True)
-        self.on = console.is_terminal and not console.is_dumb_terminal and not os.environ.get("CI")
-        self._bar: Any = None
-        if self.on:
+        if console.is_terminal and not console.is_dumb_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
@@ -865,6 +868,43 @@ def _presets_show(name: str, spec: bool) -> None:
 
 
 @app.command()
+def models(
+    filter_text: Annotated[
+        str,
+        typer.Argument(
+            metavar="[FILTER]",
+            help="Show the models whose name, Hugging Face id, pre-quantized release or "
+            "model type contains this (case-insensitive).",
+            show_default=False,
+        ),
+    ] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List the model catalog: the names `model.architecture` takes, the Hugging Face ids
+    they are known by, and their pre-quantized releases (which `plan` searches)."""
+    _run(_models, filter_text, as_json)
+
+
+def _models(filter_text: str, as_json: bool) -> None:
+    from llmdeploy.catalog import models as catalog
+    from llmdeploy.cli import model_report
+
+    found = catalog.catalog(filter_text)
+    if not found:
+        close = catalog.closest(filter_text, cutoff=0.6)
+        hint = f" (did you mean {close!r}?)" if close else ""
+        raise UsageError(f"no catalog model matches {filter_text!r}{hint}")
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps(model_report.to_json(found), indent=2) + "\n")
+        return
+    from rich.console import Console
+
+    Console(soft_wrap=False).print(model_report.table(found))
+
+
+@app.command()
 def schema(
     output: Annotated[
         Optional[Path], typer.Option("--output", "-o", help="Write to a file.")  # noqa: UP045
@@ -924,9 +964,7 @@ def _init(preset: str, output: str, overwrite: bool) -> None:
 
     path = pipeline.preset_path(preset)
     if path is None:
-        raise UsageError(
-            f"unknown preset {preset!r}; available: {', '.join(pipeline.preset_names())}"
-        )
+        raise pipeline.unknown_preset(preset)
     from llmdeploy.spec.starter import starter_spec
 
     text = starter_spec(path.read_text(encoding="utf-8"), preset)
