@@ -136,6 +136,28 @@ def test_a_real_change_is_still_drift_whatever_the_spelling(
     assert f"run: llmdeploy render ../repo/llama.yaml -o {repo / 'deploy'}" in result.stderr
 
 
+def test_the_trtllm_scripts_and_configs_carry_the_canonical_command(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (repo / "trt.yaml").write_text(preset_text("llama3-70b-trtllm-int4awq-p4d"), encoding="utf-8")
+    ok("render", "./trt.yaml", "-o", "./deploy/")
+    files = tree(repo / "deploy")
+    line = b"Regenerate: llmdeploy render trt.yaml -o deploy\n"
+    assert all(line in text[:300] for text in files.values())
+    # the init scripts, the build script and the Triton configs in the ConfigMap carry it too
+    inner = b"Regenerate: llmdeploy render trt.yaml -o deploy\\n"  # JSON-escaped in the data
+    assert files["configmap.yaml"].count(inner) == 7 and line in files["build-engine.sh"]
+    monkeypatch.chdir(repo.parent / "other")
+    ok("render", "--check", str(repo / "trt.yaml"), "-o", "../repo/deploy")
+
+
+def test_an_unneeded_force_is_not_in_the_header(repo: Path) -> None:
+    """A spec that fits renders the same bytes with --force: the CI check runs without it."""
+    ok("render", "llama.yaml", "-o", "deploy", "--force")
+    assert (repo / "deploy" / "service.yaml").read_bytes().startswith(HEADER)
+    ok("render", "--check", "llama.yaml", "-o", "deploy")
+
+
 def test_fleet_headers_are_canonical_too(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     specs = repo / "specs"
     specs.mkdir()
@@ -422,7 +444,10 @@ def _on_a_terminal(cwd: Path, env: dict[str, str], *args: str) -> tuple[int, str
     return proc.wait(timeout=120), out, seen
 
 
-@pytest.mark.parametrize("command", [["plan", "llama.yaml", "--family", "g5"], ["size", "fleet"]])
+@pytest.mark.parametrize(
+    "command",
+    [["plan", "llama.yaml", "--family", "g5"], ["size", "fleet"], ["render", "fleet", "-o", "out"]],
+)
 def test_progress_shows_on_a_terminal_only(repo: Path, command: list[str]) -> None:
     fleet = repo / "fleet"
     fleet.mkdir()
@@ -509,7 +534,8 @@ def test_unknown_model_gets_a_did_you_mean(repo: Path) -> None:
         "'llama-3.1-8b'?): not a catalog name, a known Hugging Face id, or a path to a "
         "config.json\n"
     ) in result.stderr
-    assert "= hint: `llmdeploy models [FILTER]` lists the catalog's models" in result.stderr
+    assert "= hint: `llmdeploy models [FILTER]` lists them with their Hugging Face ids; " \
+        "catalog names: codellama-7b, " in result.stderr  # fmt: skip
     # a repo id one typo away from a catalog repo of the same architecture: a warning
     (repo / "id.yaml").write_text(text.replace("id: meta-llama/Llama-3.1-8B-Instruct",
                                                "id: meta-llama/Llama-3.1-8B-Instrct"))  # fmt: skip

@@ -297,7 +297,8 @@ def load_architecture(ref: str, base_dir: Path | None = None) -> Architecture:
                 + (f" (did you mean {close!r}?)" if close else "")
                 + ": not a catalog name, a known Hugging Face id, or a path to a config.json",
                 file="<model>",
-                hint="`llmdeploy models [FILTER]` lists the catalog's models",
+                hint="`llmdeploy models [FILTER]` lists them with their Hugging Face ids; "
+                "catalog names: " + ", ".join(catalog_names()),
             )
         ]
     )

@@ -351,6 +351,12 @@ def _render(
             force=force,
             progress=progress.task("render") if progress is not None else None,
         )
+    if force and not any(_forced(res) for res in results):
+        # --force changed nothing: the header is the command without it, as --check runs it
+        canon = canonical(specs, preset, output)
+        results = pipeline.render_many(
+            loaded, header_command=canon.command, crds=crds, kube_version=kube_version
+        )
     files: dict[str, str] = {}
     executable: set[str] = set()
     for res in results:
@@ -403,6 +409,12 @@ def _render(
         f"wrote {len(files)} files to {root}"
         + (f"; removed {len(removed)} stale: {', '.join(removed)}" if removed else "")
     )
+
+
+def _forced(res: Any) -> bool:
+    """Whether a spec rendered only because of --force (it does not fit or misses the SLO)."""
+    perf = res.performance
+    return not res.sizing.fits or (perf is not None and perf.meets_slo is False)
 
 
 # --- size -------------------------------------------------------------------------------------
