@@ -305,6 +305,10 @@ def test_plan_finds_the_awq_release_and_writes_its_model_id(llama33: Path, repo:
     assert isinstance(rows, list)
     assert rows[0]["model_id"] == AWQ and rows[0]["quantization"] == "int4-awq"
     table = ok("plan", "llama33.yaml", *FAMILIES, "--write", "best.yaml")
+    assert table.stderr.endswith(
+        f"wrote the best configuration to best.yaml\nnote: model.id is now {AWQ}; model.revision "
+        "was dropped (it pinned the old checkpoint): pin the new repo's commit you validated\n"
+    )
     assert f"model.id: {AWQ} (a pre-quantized release of the same model)" in table.stdout
     written = (repo / "best.yaml").read_text(encoding="utf-8")
     data = yaml.safe_load(written)

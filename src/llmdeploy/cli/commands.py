@@ -778,6 +778,16 @@ def _plan(
         text = with_changes(loaded.text, changes, replace, drop)
         _atomic_write(write, plan_report.with_rationale(text, loaded.spec, best, rank_by))
         _err(f"wrote the best configuration to {write}")
+        if "model.id" in changes:
+            _err(
+                f"note: model.id is now {changes['model.id']}"
+                + (
+                    "; model.revision was dropped (it pinned the old checkpoint): pin the new "
+                    "repo's commit you validated"
+                    if loaded.spec.model.revision
+                    else ""
+                )
+            )
 
 
 def _plan_fleet(plans: list[SpecPlan], top: int, as_json: bool) -> None:
