@@ -628,3 +628,30 @@ def test_with_changes_falls_back_to_a_dump_where_the_layout_is_not_line_by_line(
     hardware = {"tensorParallel": 1, "instanceType": "g5.xlarge"}
     assert yaml.safe_load(out) == {"a": 1, "hardware": hardware, "b": None}
     assert "b: null\n" in out
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in (REPO / "presets").glob("*.yaml")))
+def test_with_changes_touches_only_the_lines_it_changes(preset: str) -> None:
+    """Every preset, edited as --write edits a winner: the other lines are byte for byte the
+    user's, in their order; the changed keys keep their line, new keys go last."""
+    import difflib
+
+    import yaml
+
+    from llmdeploy.spec.edit import with_changes
+
+    text = preset_text(preset)
+    changes = {"hardware.tensorParallel": 8, "quantization": "fp8", "kvCacheDtype": "fp8"}
+    out = with_changes(text, changes)
+    data, edited = yaml.safe_load(text), yaml.safe_load(out)
+    assert edited["hardware"].pop("tensorParallel") == 8
+    data["hardware"].pop("tensorParallel", None)
+    assert edited.pop("quantization") == edited.pop("kvCacheDtype") == "fp8"
+    assert edited == {k: v for k, v in data.items() if k not in changes}
+    touched = {"tensorParallel", "quantization", "kvCacheDtype"}
+    for op, *_ in difflib.SequenceMatcher(a=text.splitlines(), b=out.splitlines()).get_opcodes():
+        assert op in ("equal", "replace", "insert"), (preset, op)
+    removed = [ln for ln in text.splitlines() if ln not in out.splitlines()]
+    added = [ln for ln in out.splitlines() if ln not in text.splitlines()]
+    assert all(ln.strip().split(":")[0] in touched for ln in removed + added), (removed, added)
+    assert len(out.splitlines()) - len(text.splitlines()) == len(added) - len(removed)
