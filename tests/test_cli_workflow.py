@@ -655,3 +655,14 @@ def test_with_changes_touches_only_the_lines_it_changes(preset: str) -> None:
     added = [ln for ln in out.splitlines() if ln not in text.splitlines()]
     assert all(ln.strip().split(":")[0] in touched for ln in removed + added), (removed, added)
     assert len(out.splitlines()) - len(text.splitlines()) == len(added) - len(removed)
+
+
+def test_the_user_guides_rationale_is_what_plan_writes(repo: Path) -> None:
+    """docs/user-guide.md shows the head of the spec `plan --write` writes (`$ head` is not
+    run by test_docs.py): it must be what the command writes."""
+    guide = (REPO / "docs" / "user-guide.md").read_text(encoding="utf-8")
+    shown = guide.split("$ head -3 llama3-70b-plan.yaml\n", 1)[1].split("```", 1)[0]
+    ok("plan", "--preset", "llama3-70b-vllm-p4d", "--family", "p4d", "--family", "g6e",
+       "--top", "3", "--write", "llama3-70b-plan.yaml")  # fmt: skip
+    written = (repo / "llama3-70b-plan.yaml").read_text(encoding="utf-8")
+    assert "".join(written.splitlines(keepends=True)[:3]) == shown
