@@ -208,6 +208,31 @@ def test_bottlerocket_puts_the_data_volume_on_xvdb() -> None:
     assert devices["/dev/xvdb"]["ebs"]["volumeSize"] == "200Gi"
 
 
+def device_plugin_chart_schedules(labels: dict[str, str]) -> bool:
+    """The stock NVIDIA device-plugin chart's DaemonSet node affinity: any of three terms
+    (NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/values.yaml):
+    pci-10de.present "true" (node-feature-discovery), cpu-model.vendor_id NVIDIA, or
+    nvidia.com/gpu.present "true"."""
+    return (
+        labels.get("feature.node.kubernetes.io/pci-10de.present") == "true"
+        or labels.get("feature.node.kubernetes.io/cpu-model.vendor_id") == "NVIDIA"
+        or labels.get("nvidia.com/gpu.present") == "true"
+    )
+
+
+@pytest.mark.parametrize(
+    ("alias", "chart"), [("al2023@v20260114", True), ("bottlerocket@v1.53.0", False)]
+)
+def test_only_al2023_nodes_invite_the_device_plugin_chart(alias: str, chart: bool) -> None:
+    """AL2023 NVIDIA AMIs need a device plugin: the label lets the stock chart run there without
+    node-feature-discovery. Bottlerocket's NVIDIA variants run their own
+    (bottlerocket.dev api/settings/kubelet-device-plugins): the chart would be a second one."""
+    result = render(f'  kubernetesVersion: "1.35"\n  amiAlias: {alias}\n')
+    (pool,) = [d for _, d in pipeline.yaml_documents(result.files) if d["kind"] == "NodePool"]
+    labels = pool["spec"]["template"]["metadata"]["labels"]
+    assert device_plugin_chart_schedules(labels) is chart
+
+
 @pytest.mark.parametrize("name", pipeline.preset_names())
 def test_every_preset_names_a_version_and_an_alias_that_exists_for_it(name: str) -> None:
     path = pipeline.preset_path(name)

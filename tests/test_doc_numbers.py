@@ -339,12 +339,14 @@ def test_autoscaling_numbers_are_the_rendered_scaled_object() -> None:
     threshold = spec["triggers"][0]["metadata"]["threshold"]
     says(
         "docs/compare-writeup.md",
-        f"scale up at most {up_policy['value']} pods per {up_policy['periodSeconds']} s, scale "
+        f"scale up after a {up['stabilizationWindowSeconds']} s stabilization, at most "
+        f"{up_policy['value']} pods per {up_policy['periodSeconds']} s, scale "
         f"down {down_policy['value']} pod per {down_policy['periodSeconds']} s after a "
         f"{down['stabilizationWindowSeconds']} s window",
     )
     says(
         "docs/production.md",
+        f"{up['stabilizationWindowSeconds']} s at the default 15 s scrape",
         f"at most {up_policy['value']} pods per {up_policy['periodSeconds']} s",
         f"`autoscaling.scaleDownStabilization` ({down['stabilizationWindowSeconds']} s)",
         f"then {down_policy['value']} pod per {down_policy['periodSeconds']} s",

@@ -181,8 +181,8 @@ def flag_value(args: list[str], flag: str) -> str | None:
 
 
 QUERY = re.compile(
-    r'sum\((?P<metric>[a-z_:]+)\{namespace="(?P<ns>(?:[^"\\\n]|\\.)*)",'
-    r'model_name="(?P<model>(?:[^"\\\n]|\\.)*)"\}\)'
+    r'sum\(avg_over_time\((?P<metric>[a-z_:]+)\{namespace="(?P<ns>(?:[^"\\\n]|\\.)*)",'
+    r'model_name="(?P<model>(?:[^"\\\n]|\\.)*)"\}\[[0-9]+s\]\)\)'
 )
 
 
@@ -1037,6 +1037,7 @@ def run_script(script: str, tmp: Path, aws_fails: bool = False) -> tuple[int, st
 
 def trtllm_scripts(tmp: Path, uri: str, model_id: str, revision: str) -> dict[str, str]:
     data = with_("engine", {"type": "trtllm", "artifactsS3Uri": uri})
+    data["serviceAccount"] = {"iamRoleArn": "arn:aws:iam::111122223333:role/reader"}  # S3 reads
     data["model"]["id"] = model_id
     data["model"]["revision"] = revision
     loaded = load_spec_text(emit(data), "spec.yaml")

@@ -77,6 +77,55 @@ def out(crds: object) -> dict[str, dict[str, Any]]:
 # --- the group --------------------------------------------------------------------------------
 
 
+def lws_recreates_group(policy: str, pods: list[tuple[str, int]], index: int) -> bool:
+    """Whether the LWS pod controller deletes the group's leader (recreating every pod) when it
+    reconciles pod ``index`` of a group of (phase, restart count) pods
+    (kubernetes-sigs/lws@v0.10.0 pkg/controllers/pod_controller.go handleRestartPolicy,
+    pendingPodsInGroup; pkg/utils/pod/pod_utils.go ContainerRestarted: init or main container
+    restart count above 0 while Running or Pending)."""
+    if policy not in ("RecreateGroupOnPodRestart", "RecreateGroupAfterStart"):
+        return False
+    phase, restarts = pods[index]
+    if not (phase in ("Running", "Pending") and restarts > 0):
+        return False
+    pending = any(p == "Pending" for p, _ in pods)
+    return not (pending and policy == "RecreateGroupAfterStart")
+
+
+def test_a_restart_during_the_start_does_not_recreate_the_group(
+    out: dict[str, dict[str, Any]],
+) -> None:
+    """Worker 1's init container restarted while the group starts (its node came late, its
+    sync failed once): RecreateGroupOnPodRestart deletes every pod and every node syncs again;
+    the rendered policy waits until no pod is Pending. After the start, a restart still
+    recreates the group (the leader's process group cannot take a worker back). The sync
+    retries inside its container (test_workload.py), so its restart count stays 0 and the
+    group is not recreated when that pod starts either."""
+    policy = out["LeaderWorkerSet"]["spec"]["leaderWorkerTemplate"]["restartPolicy"]
+    starting = [("Running", 0), ("Pending", 1)]
+    assert lws_recreates_group("RecreateGroupOnPodRestart", starting, 1)
+    assert not lws_recreates_group(policy, starting, 1)
+    assert lws_recreates_group(policy, [("Running", 0), ("Running", 1)], 1)
+    assert not lws_recreates_group(policy, [("Running", 0), ("Running", 0)], 1)
+
+
+def test_the_bundled_lws_crd_knows_the_restart_policy() -> None:
+    """RecreateGroupAfterStart is a restartPolicy value from LWS v0.9 (an annotation before);
+    the bundled CRD is v0.10.0's."""
+    import json
+
+    from llmdeploy.check import bundled
+
+    (entry,) = [k for k in bundled.manifest()["kinds"] if k["kind"] == "LeaderWorkerSet"]
+    assert entry["source"]["tag"] == "v0.10.0"
+    folder = Path(bundled.__file__).parent / bundled.FOLDER
+    schema = json.loads((folder / entry["file"]).read_text(encoding="utf-8"))["versions"]["v1"]
+    policy = schema["properties"]["spec"]["properties"]["leaderWorkerTemplate"]["properties"][
+        "restartPolicy"
+    ]
+    assert "RecreateGroupAfterStart" in policy["enum"]
+
+
 def test_one_group_per_replica_one_pod_per_node(out: dict[str, dict[str, Any]]) -> None:
     assert "Deployment" not in out
     lws = out["LeaderWorkerSet"]
@@ -89,9 +138,9 @@ def test_one_group_per_replica_one_pod_per_node(out: dict[str, dict[str, Any]]) 
         assert server["resources"]["limits"]["nvidia.com/gpu"] == str(inst.gpu_count)
     # a worker pod that starts while its leader is pending, or a restarted one, never joins the
     # leader's process group: LeaderReady would wait for a leader that only becomes Ready once
-    # every worker has joined, and any restart has to recreate the whole group
+    # every worker has joined, and a restart after the start has to recreate the whole group
     assert spec["startupPolicy"] == "LeaderCreated"
-    assert spec["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
+    assert spec["leaderWorkerTemplate"]["restartPolicy"] == "RecreateGroupAfterStart"
     assert spec["rolloutStrategy"]["rollingUpdateConfiguration"] == {
         "maxUnavailable": 1,
         "maxSurge": 0,

@@ -203,27 +203,35 @@ def test_more_load_per_replica_is_never_faster() -> None:
 # --- llmdeploy plan ---------------------------------------------------------------------------
 
 
-def test_plan_ranks_by_cost_and_pruning_keeps_the_top_exact() -> None:
+@pytest.mark.parametrize("rank_by", ["usd-per-hour", "usd-per-1m-tokens", "ttft", "itl"])
+def test_plan_ranks_by_its_order_and_pruning_keeps_the_top_exact(rank_by: str) -> None:
     from llmdeploy.perf.search import search
 
     spec = load.load_spec_text(spec_text(EASY), "s").spec
-    short = search(spec, None, families=["g6e", "g6", "g5"], top=3)
-    full = search(spec, None, families=["g6e", "g6", "g5"], top=100)
-    assert full.pruned == 0 and short.pruned > 0
-    rank = [(c.changes, c.usd_per_1m_output_tokens) for c in full.candidates[:3]]
-    assert [(c.changes, c.usd_per_1m_output_tokens) for c in short.candidates[:3]] == rank
-    meeting = [c.usd_per_1m_output_tokens for c in full.candidates if c.meets]
+    families = ["g6e", "g6", "g5"]
+    short = search(spec, None, families=families, top=3, rank_by=rank_by)
+    full = search(spec, None, families=families, top=100, rank_by=rank_by)
+    assert full.pruned == 0
+    # the money orders have a bound to prune on; the latency orders simulate everything
+    assert (short.pruned > 0) == rank_by.startswith("usd")
+    rank = [(c.changes, c.metric(rank_by)) for c in full.candidates[:3]]
+    assert [(c.changes, c.metric(rank_by)) for c in short.candidates[:3]] == rank
+    meeting = [c.metric(rank_by) for c in full.candidates if c.meets]
     assert meeting == sorted(meeting) and meeting
     assert full.tried == full.refused + full.not_fitting + full.not_modelled + len(full.candidates)
 
 
 def test_plan_writes_the_winner_as_the_users_spec_with_the_changed_fields(tmp_path: Path) -> None:
-    text = "# my comment\n" + spec_text(EASY)
+    text = "# rationale of the old configuration\n" + spec_text(EASY).replace(
+        "\nslo:", "\nslo:  # my comment"
+    )
     best = tmp_path / "best.yaml"
     result = run(tmp_path, text, "plan", "--family", "g6e", "--family", "g6", "--write", str(best))
     assert result.exit_code == 0, result.stderr
     written = best.read_text(encoding="utf-8")
-    assert written.startswith("# my comment\n")
+    # the leading comment is the plan's rationale now; the user's other comments stay
+    assert written.startswith("# meta-llama/Meta-Llama-3-8B-Instruct on vllm, 1 replica of TP ")
+    assert "old configuration" not in written and "slo:  # my comment\n" in written
     data = yaml.safe_load(written)
     assert set(data["hardware"]) == {"instanceType", "tensorParallel"}
     assert data["hardware"]["instanceType"].split(".")[0] in {"g6e", "g6"}

@@ -10,6 +10,7 @@ YAML through the same pipeline.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import shutil
 import subprocess
@@ -22,12 +23,20 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster_model import admits
+from cluster_model import (
+    admits,
+    admits_address,
+    deployment_timed_out,
+    resolve_fenceposts,
+    rollout_step,
+)
 from llmdeploy import pipeline, render
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.errors import SpecError
+from llmdeploy.perf.assess import fleet_nodes
 from llmdeploy.plan import nodes
+from llmdeploy.plan import pod as pod_plan
 from llmdeploy.sizing.types import Sizing
 from llmdeploy.spec import load
 from llmdeploy.spec.sections import Spec
@@ -226,13 +235,78 @@ def test_startup_probe_covers_download_load_and_warmup(preset: str, crds: object
     )
     if downloads_in_server:
         needed += out.sizing.checkpoint_gib * 2**30 * 8 / 1e9 / st.download_gbps
-    assert budget >= needed * st.safety_factor, (budget, needed)
-    assert budget < needed * st.safety_factor + 60  # rounded up to the minute, no more
+    # A group's leader also waits for the slowest worker: its node up to a node start later,
+    # then that worker's sync for its whole deadline (the worker has no probes of its own).
+    later = 0
+    if out.workload["kind"] == "LeaderWorkerSet":
+        worker = out.pods[1]
+        later = pod_plan.NODE_START_SECONDS + sum(
+            init_deadline(c) for c in worker.get("initContainers", [])
+        )
+    assert budget >= needed * st.safety_factor + later, (budget, needed, later)
+    assert budget < needed * st.safety_factor + later + 60  # rounded up to the minute, no more
     for name in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert out.server[name].get("initialDelaySeconds", 0) == 0, (
             f"{name}: a fixed delay instead of the startupProbe gate"
         )
     assert "initialDelaySeconds: 120" not in out.files[out.workload_file]
+
+
+def init_deadline(container: dict[str, Any]) -> int:
+    """The longest an init container runs (0: no deadline): the `timeout` its command runs
+    under, or the `deadline` its ``sh -c`` script retries until."""
+    words = [*container.get("command", []), *container.get("args", [])]
+    if words[:2] in (["/bin/sh", "-c"], ["sh", "-c"]):
+        found = [int(n) for n in re.findall(r"\bdeadline=(\d+);", words[2])]
+    else:
+        found = [int(words[i + 1]) for i, w in enumerate(words[:-1]) if w == "timeout"]
+    assert len(found) <= 1, words
+    return found[0] if found else 0
+
+
+def cold_start_seconds(out: Out) -> int:
+    """The longest a new serving pod takes from its creation to Ready, from what is rendered:
+    a node (llmdeploy's allowance), the engine build Job's deadline and the kubelet's longest
+    back-off when the pod waits for one, every init container's deadline, the startupProbe
+    window and one readiness window."""
+    jobs = out.all("Job")
+    wait = sum(j["spec"]["activeDeadlineSeconds"] + pod_plan.MAX_BACKOFF_SECONDS for j in jobs)
+    inits = sum(init_deadline(c) for c in out.pod.get("initContainers", []))
+    probes = probe_window(out.server["startupProbe"]) + probe_window(out.server["readinessProbe"])
+    return pod_plan.NODE_START_SECONDS + wait + inits + probes
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_first_rollout_is_not_reported_failed(preset: str, crds: object) -> None:
+    """The Deployment's progressDeadlineSeconds covers one pod's cold start (the controller
+    counts from the last progress: the pod's creation, then its readiness), rounded up to the
+    minute; a LeaderWorkerSet has no such field."""
+    out = rendered(preset, crds)
+    spec = out.workload["spec"]
+    if out.workload["kind"] != "Deployment":
+        assert "progressDeadlineSeconds" not in spec
+        return
+    deadline = spec["progressDeadlineSeconds"]
+    cold = cold_start_seconds(out)
+    assert not deployment_timed_out(deadline, [0], done=cold), (deadline, cold)
+    assert deployment_timed_out(600, [0], done=cold), "the default 600 s would fail it"
+    assert deadline < cold + 60
+
+
+def test_progress_deadline_of_two_presets_by_hand(crds: object) -> None:
+    """llama3-8b-vllm-g5: 900 s node, the S3 sync's 780 s timeout (27 GiB cache), the 480 s
+    startupProbe, 30 s readiness: 2190 s, 2220 s in whole minutes."""
+    out = rendered("llama3-8b-vllm-g5", crds)
+    assert [init_deadline(c) for c in out.pod["initContainers"]] == [780]
+    assert probe_window(out.server["startupProbe"]) == 480
+    assert out.workload["spec"]["progressDeadlineSeconds"] == 2220
+    # the engine path waits for its build Job (21600 s) and the kubelet's 300 s back-off, then
+    # copies the engine (1020 s) and loads it (540 s): 24390 s, 24420 s in whole minutes
+    trt = rendered("llama3-70b-trtllm-int4awq-p4d", crds)
+    assert [init_deadline(c) for c in trt.pod["initContainers"]] == [1020, 0]
+    assert trt.one("Job")["spec"]["activeDeadlineSeconds"] == 21600
+    assert probe_window(trt.server["startupProbe"]) == 540
+    assert trt.workload["spec"]["progressDeadlineSeconds"] == 24420
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -411,12 +485,208 @@ def test_replicas_spread_across_zones(preset: str, crds: object) -> None:
         zones = [r["values"] for r in reqs if r["key"] == "topology.kubernetes.io/zone"]
         assert zones == [[out.spec.cluster.placement.zone]]
         return
+    if pods_per_node(out) > 1:  # packed instead: test_the_fleet_packs_as_it_is_priced
+        assert "topologySpreadConstraints" not in out.pod
+        return
     (spread,) = out.pod["topologySpreadConstraints"]
     assert spread["topologyKey"] == "topology.kubernetes.io/zone"
     assert selects(spread["labelSelector"]["matchLabels"], out.pod_labels)
 
 
+def pods_per_node(out: Out) -> int:
+    return out.instance.gpu_count // int(out.server["resources"]["limits"]["nvidia.com/gpu"])
+
+
+def karpenter_nodes(pod: dict[str, Any], pods: int, per_node: int, zones: int = 3) -> int:
+    """Nodes Karpenter launches for ``pods`` pending copies of ``pod`` when ``per_node`` fit on
+    a node: preferred constraints count as required until a pod cannot be placed
+    (kubernetes-sigs/karpenter@v1.14.1 pkg/controllers/provisioning/scheduling/preferences.go
+    Relax), so a zone spread of maxSkew 1 splits them over the zones (three here, as in most
+    regions) and each zone's share fills its own nodes; without it they fill as few nodes as
+    they need."""
+    spread = [
+        c
+        for c in pod.get("topologySpreadConstraints", [])
+        if c["topologyKey"] == "topology.kubernetes.io/zone"
+    ]
+    if not spread:
+        return math.ceil(pods / per_node)
+    assert spread[0]["maxSkew"] == 1
+    shares = [pods // zones + (1 if z < pods % zones else 0) for z in range(zones)]
+    return sum(math.ceil(share / per_node) for share in shares)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_fleet_packs_as_it_is_priced(preset: str, crds: object) -> None:
+    """The nodes Karpenter launches for maxReplicas pending pods are the nodes the cost figure
+    prices (perf.assess.fleet_nodes): a fleet of TP1/TP2 replicas on 4- and 8-GPU nodes no
+    longer sits on a node per zone. With one pod per node the zone spread stays: it costs no
+    node."""
+    out = rendered(preset, crds)
+    if out.workload["kind"] != "Deployment":
+        return
+    most = out.spec.autoscaling.max_replicas
+    launched = karpenter_nodes(out.pod, most, pods_per_node(out))
+    assert launched == fleet_nodes(out.sizing, most), (launched, most)
+
+
+def fleet_over_time(counts: list[int], per_node: int) -> list[int]:
+    """Nodes in use as a Deployment goes through replica ``counts``: a scale-out places each
+    new pod on a node with a free slot if there is one (kube-scheduler; Karpenter launches only
+    for unschedulable pods), else on a new node; a scale-in deletes the pod with the most
+    pods of its ReplicaSet on its node first (kubernetes/kubernetes pkg/controller/
+    controller_utils.go ActivePodsWithRanks, "doubled up" pods), and a node goes only once it is
+    empty (consolidationPolicy WhenEmpty)."""
+    nodes: list[int] = []  # pods on each node
+    used = []
+    for count in counts:
+        while sum(nodes) < count:
+            free = [i for i, n in enumerate(nodes) if n < per_node]
+            if free:
+                nodes[max(free, key=lambda i: nodes[i])] += 1
+            else:
+                nodes.append(1)
+        while sum(nodes) > count:
+            nodes[max(range(len(nodes)), key=lambda i: nodes[i])] -= 1
+        nodes = [n for n in nodes if n]
+        used.append(len(nodes))
+    return used
+
+
+def test_scale_in_never_holds_more_nodes_than_the_priced_peak(crds: object) -> None:
+    """Scale-in spreads what is left (one pod per node before any node empties), so between
+    peaks the fleet can hold more nodes than its replicas need packed, but never more than the
+    peak the cost figure prices."""
+    out = rendered("gpt-oss-120b-vllm-p5", crds)
+    per_node, most = pods_per_node(out), out.spec.autoscaling.max_replicas
+    counts = [1, most, 2, most // 2, 1, most, 3]
+    used = fleet_over_time(counts, per_node)
+    assert max(used) == fleet_nodes(out.sizing, most)
+    assert used[2] == min(2, fleet_nodes(out.sizing, most))  # 2 replicas on 2 nodes, not 1
+
+
+def test_a_zone_spread_would_have_tripled_the_packed_fleet(crds: object) -> None:
+    """gpt-oss-120b-vllm-p5 (TP1 on 8-GPU p5): three replicas fit one node; with the zone
+    spread rendered before, Karpenter launched one node per zone."""
+    out = rendered("gpt-oss-120b-vllm-p5", crds)
+    spread = {
+        **out.pod,
+        "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone"}],
+    }
+    per_node = pods_per_node(out)
+    assert per_node == 8
+    assert karpenter_nodes(spread, 3, per_node) == 3
+    assert karpenter_nodes(out.pod, 3, per_node) == 1
+
+
 # --- disruption -----------------------------------------------------------------------------
+
+
+def pod_capacity(out: Out) -> int:
+    """Pods the NodePool can run at once, from the catalog: whole nodes under the GPU limit,
+    packed; with reservation-only capacity no more than the fleet's maximum."""
+    gpus = out.instance.gpu_count
+    per_pod = int(out.server["resources"]["limits"]["nvidia.com/gpu"])
+    limit = int(out.one("NodePool")["spec"]["limits"]["nvidia.com/gpu"])
+    cap = (limit // gpus) * (gpus // per_pod)
+    if out.spec.cluster.capacity_types == ("reserved",):
+        cap = min(cap, out.spec.autoscaling.max_replicas)
+    return cap
+
+
+def assert_rollouts_progress(out: Out) -> None:
+    """At every replica count the fleet can have, the first step of a rollout can run a new
+    pod, keeps a replica serving when there are two or more, and stops no old pod early while
+    one more pod fits (where a whole percentage can say so: the Deployment takes no other)."""
+    update = out.workload["spec"]["strategy"]["rollingUpdate"]
+    cap = pod_capacity(out)
+    a = out.spec.autoscaling
+    for replicas in range(a.min_replicas, a.max_replicas + 1):
+        surge, unavailable = resolve_fenceposts(
+            update["maxSurge"], update["maxUnavailable"], replicas
+        )
+        runnable, serving = rollout_step(replicas, surge, unavailable, cap)
+        assert runnable >= 1, (replicas, update, cap)
+        assert serving >= 1 or cap == 1, (replicas, update)
+        if replicas < cap:
+            # none stops early, unless no whole percentage is 0 below cap and 1 at it
+            exact = any(p * (cap - 1) < 100 <= p * cap for p in range(1, 101))
+            assert unavailable == 0 or (not exact and unavailable == 1), (replicas, update, cap)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_rollouts_do_not_stall_at_the_gpu_limit(preset: str, crds: object) -> None:
+    out = rendered(preset, crds)
+    if out.workload["kind"] == "Deployment":
+        assert_rollouts_progress(out)
+
+
+def test_a_fleet_that_fills_the_gpu_limit_stops_an_old_pod_first(crds: object) -> None:
+    """deepseek-r1-vllm-fp8-dp8-p5en: 4 replicas of a whole p5en (8 GPUs) under gpuLimit 32.
+    With maxSurge 1 / maxUnavailable 0 the fifth pod never gets a node."""
+    out = rendered("deepseek-r1-vllm-fp8-dp8-p5en", crds)
+    assert out.workload["spec"]["strategy"]["rollingUpdate"] == {
+        "maxSurge": 1,
+        "maxUnavailable": "25%",
+    }
+    assert rollout_step(4, *resolve_fenceposts(1, 0, 4), capacity=4) == (0, 4)  # stalled
+    assert rollout_step(4, *resolve_fenceposts(1, "25%", 4), capacity=4) == (1, 3)
+    assert rollout_step(3, *resolve_fenceposts(1, "25%", 3), capacity=4) == (1, 3)
+
+
+@pytest.mark.parametrize(
+    ("cluster", "strategy"),
+    [
+        (
+            {
+                "capacityTypes": ["reserved"],
+                "capacityReservations": [{"id": "cr-0123456789abcdef0"}],
+            },
+            {"maxSurge": 1, "maxUnavailable": "25%"},
+        ),
+        ({"gpuLimit": 8}, {"maxSurge": 0, "maxUnavailable": 1}),
+        ({"gpuLimit": 40}, {"maxSurge": 1, "maxUnavailable": 0}),
+    ],
+)
+def test_rollout_strategy_follows_the_headroom(
+    cluster: dict[str, Any], strategy: dict[str, Any], crds: object
+) -> None:
+    def edit(data: dict[str, Any]) -> None:
+        data["cluster"].update(cluster)
+        if cluster.get("gpuLimit") == 8:
+            data["autoscaling"]["maxReplicas"] = 1
+
+    out = variant("deepseek-r1-vllm-fp8-dp8-p5en", edit, crds)
+    assert out.workload["spec"]["strategy"]["rollingUpdate"] == strategy
+    assert_rollouts_progress(out)
+
+
+def _deepseek_with(limit: int) -> tuple[str, load.LoadedSpec]:
+    path = pipeline.preset_path("deepseek-r1-vllm-fp8-dp8-p5en")
+    assert path is not None
+    text = path.read_text(encoding="utf-8").replace("gpuLimit: 32", f"gpuLimit: {limit}")
+    return text, load.load_spec_text(text, "spec.yaml", path)
+
+
+def test_a_gpu_limit_below_one_node_is_a_located_error() -> None:
+    """Karpenter launches no node whose GPUs would pass the NodePool limit
+    (kubernetes-sigs/karpenter@v1.14.1 pkg/controllers/provisioning/provisioner.go
+    Limits.ExceededBy): a Deployment replica on a p5en (8 GPUs) under gpuLimit 4 never starts."""
+    text, loaded = _deepseek_with(4)
+    with pytest.raises(SpecError) as err:
+        pipeline.size_loaded(loaded)
+    (d,) = [d for d in err.value.diagnostics if "gpuLimit" in d.message]
+    assert d.line == text.splitlines().index("  gpuLimit: 4") + 1
+    assert "below the 8 GPUs of one p5en.48xlarge" in d.message
+    assert d.hint == "set `cluster.gpuLimit` to at least 8"
+
+
+def test_a_gpu_limit_below_max_replicas_is_a_warning() -> None:
+    text, loaded = _deepseek_with(16)
+    (w,) = [w for w in pipeline.size_loaded(loaded).warnings if "holds" in w.message]
+    assert w.severity == "warning" and w.line == text.splitlines().index("  gpuLimit: 16") + 1
+    assert "holds 2 of the 4 replicas (1 per p5en.48xlarge" in w.message
+    assert w.hint == "set `cluster.gpuLimit: 32`, or lower `autoscaling.maxReplicas`"
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -511,6 +781,39 @@ def test_network_policy_admits_prometheus_on_the_metrics_port(preset: str, crds:
     for port in service_ports - {metrics_port}:
         assert admits(policies, server, client, port), port
         assert not admits(policies, server, ("elsewhere", {}), port), port
+
+
+def test_a_load_balancer_sending_to_pod_ips_is_admitted_on_the_serving_port(
+    crds: object,
+) -> None:
+    """AWS Load Balancer Controller target type ip: the NLB/ALB nodes connect to the pod IPs
+    from their own subnet addresses, which no namespaceSelector matches, so without an ipBlock
+    the policy drops them (and their health checks)."""
+    preset = VLLM_PRESETS[0]
+    plain = rendered(preset, crds)
+    out = variant(
+        preset,
+        lambda d: d.setdefault("network", {}).update({"loadBalancerCidrs": ["10.0.0.0/16"]}),
+        crds,
+    )
+    port = _container_port(out, "http")
+    dst = (out.spec.namespace, out.pod_labels)
+    assert not admits_address(plain.all("NetworkPolicy"), dst, "10.0.3.7", port)
+    policies = out.all("NetworkPolicy")
+    assert admits_address(policies, dst, "10.0.3.7", port)
+    assert not admits_address(policies, dst, "192.168.1.7", port)
+    assert not admits_address(policies, dst, "10.0.3.7", 22)
+
+
+def test_a_load_balancer_cidr_must_be_a_cidr() -> None:
+    path = pipeline.preset_path(VLLM_PRESETS[0])
+    assert path is not None
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data.setdefault("network", {})["loadBalancerCidrs"] = ["10.0.0.1/16"]
+    with pytest.raises(SpecError) as err:
+        load.load_spec_text(yaml.safe_dump(data), "spec.yaml", path)
+    (d,) = err.value.diagnostics
+    assert "'10.0.0.1/16' is not a CIDR block" in d.message and "host bits set" in d.message
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -622,14 +925,18 @@ def test_keda_query_uses_a_metric_the_pinned_version_exports(preset: str, crds: 
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_hpa_behavior_is_slow_down_fast_up(preset: str, crds: object) -> None:
+def test_hpa_behavior_is_slow_down_steady_up(preset: str, crds: object) -> None:
+    """Scale-up waits for the signal's whole averaging window (the range of its avg_over_time
+    or rate()) and one HPA sync more, so no single scrape scales out (test_prometheus.py
+    models it); scale-down is slower still."""
     out = rendered(preset, crds)
     spec = out.one("ScaledObject")["spec"]
     a = out.spec.autoscaling
     assert (spec["minReplicaCount"], spec["maxReplicaCount"]) == (a.min_replicas, a.max_replicas)
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     assert behavior["scaleDown"]["stabilizationWindowSeconds"] == a.scale_down_stabilization
-    assert behavior["scaleUp"]["stabilizationWindowSeconds"] == 0
+    (window,) = re.findall(r"\[(\d+)s\]", spec["triggers"][0]["metadata"]["query"])[:1]
+    assert behavior["scaleUp"]["stabilizationWindowSeconds"] == int(window) + 15
     (down,) = behavior["scaleDown"]["policies"]
     assert down == {"type": "Pods", "value": 1, "periodSeconds": down["periodSeconds"]}
     assert down["periodSeconds"] >= 60
@@ -779,7 +1086,7 @@ def test_s3_mode_syncs_to_local_disk_in_an_init_container(preset: str, crds: obj
         assert len(fetch) == 1, "one init container syncs the model from S3"
     fetch = [c for c in out.pod.get("initContainers", []) if f"{uri}/*" in c.get("args", [])]
     (c,) = fetch
-    assert c["command"][0] == "timeout" and c["command"][2] == "/s5cmd"  # IRSA: s5cmd
+    assert c["command"][:2] == ["/bin/sh", "-c"] and ' /s5cmd "$@"' in c["command"][2]  # IRSA
     assert "sync" in c["args"]
     dest = c["args"][-1].rstrip("/")
     model_volume = _models_mount(out)["name"]
@@ -808,6 +1115,28 @@ def test_s3_mode_without_nvme_sizes_the_root_volume(crds: object) -> None:
     pods = out.instance.gpu_count // out.spec.hardware.tensor_parallel
     eph = mem_bytes(out.server["resources"]["requests"]["ephemeral-storage"])
     assert root >= pods * eph + nodes.ROOT_VOLUME_SYSTEM_GIB * 2**30
+
+
+@pytest.mark.skipif(not S3_PRESETS, reason="no S3 preset")
+def test_a_root_volume_without_nvme_holds_every_pod_of_the_node(crds: object) -> None:
+    """p3.16xlarge (8 x V100, no local NVMe) at TP2 holds 4 pods, each with its model cache
+    on the root volume (the kubelet's ephemeral storage): 80 GiB of images and system + 4 x
+    59 GiB = 316Gi, not the 200Gi default sized as if for one pod."""
+
+    def edit(d: dict[str, Any]) -> None:
+        d["hardware"] = {"instanceType": "p3.16xlarge", "tensorParallel": 2}
+        d.setdefault("serving", {})["gpuMemoryUtilization"] = 0.85
+
+    out = variant("llama3-8b-vllm-g5", edit, crds)
+    assert (out.instance.local_nvme_gb, pods_per_node(out)) == (0, 4)
+    nodeclass = out.one("EC2NodeClass")["spec"]
+    (root,) = [d for d in nodeclass["blockDeviceMappings"] if d.get("rootVolume")]
+    eph = mem_bytes(out.server["resources"]["limits"]["ephemeral-storage"])
+    assert eph == 59 * 2**30
+    assert root["ebs"]["volumeSize"] == "316Gi"
+    assert mem_bytes(root["ebs"]["volumeSize"]) == (
+        nodes.ROOT_VOLUME_SYSTEM_GIB * 2**30 + pods_per_node(out) * eph
+    )
 
 
 @pytest.mark.skipif(not VLLM_PRESETS, reason="no vLLM preset")

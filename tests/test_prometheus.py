@@ -291,6 +291,165 @@ def test_fallback_replicas_is_a_floor() -> None:
     assert trigger(result)["metadata"]["activationThreshold"] == "0"
 
 
+def failed_reads(scaled: dict[str, Any], seconds: int) -> int:
+    """Failures KEDA counts while the query fails for ``seconds``: one per poll and one per
+    HPA read of the metric, every 15 s (kedacore/keda@v2.20.2 pkg/scaling/scale_handler.go:
+    getScalerState and GetScaledObjectMetrics both go through processMetricsWithFallback)."""
+    return seconds // scaled["spec"]["pollingInterval"] + seconds // 15
+
+
+def test_a_cold_start_does_not_buy_the_fallback_fleet() -> None:
+    """minReplicas 1, fallback.replicas 4: a fresh deploy has no series until its first replica
+    serves, up to its cold start (the Deployment's progress deadline); the fallback must not
+    apply before, or KEDA starts 4 replicas for a model nobody has queried yet."""
+    result = render(autoscaling={"minReplicas": 1, "maxReplicas": 8, "fallback": {"replicas": 4}})
+    (scaled,) = kind(result, "ScaledObject")
+    (deployment,) = kind(result, "Deployment")
+    cold = deployment["spec"]["progressDeadlineSeconds"]
+    failures = failed_reads(scaled, cold)
+    assert keda_desired_replicas(scaled, None, failures, 1) == 1
+    assert scaled["spec"]["fallback"]["failureThreshold"] == failures  # and no more
+    assert keda_desired_replicas(scaled, None, failures + 1, 1) == 4  # a broken pipeline
+    # the empty result stays a failed read, so it is not taken for an idle model
+    assert trigger(result)["metadata"]["ignoreNullValues"] == "false"
+    # KEDA's threshold of 3 would have started the fallback fleet 45 s into the deploy
+    old = yaml.safe_load(yaml.safe_dump(scaled))
+    old["spec"]["fallback"]["failureThreshold"] = 3
+    assert keda_desired_replicas(old, None, failed_reads(old, 30), 1) == 4
+
+
+def test_a_fallback_at_min_replicas_keeps_kedas_threshold() -> None:
+    (scaled,) = kind(render(autoscaling={"minReplicas": 2}), "ScaledObject")
+    assert scaled["spec"]["fallback"] == {
+        "failureThreshold": 3,
+        "replicas": 2,
+        "behavior": "currentReplicasIfHigher",
+    }
+
+
+def test_a_threshold_shorter_than_a_cold_start_is_a_located_warning() -> None:
+    text = yaml.safe_dump(
+        {**BASE, "autoscaling": {"fallback": {"replicas": 3, "failureThreshold": 5}}},
+        sort_keys=False,
+    )
+    result = pipeline.render_loaded(load.load_spec_text(text, "spec.yaml"), header_command="t")
+    (warning,) = [w for w in result.warnings if "fresh deploy" in w.message]
+    line = text.splitlines().index("    failureThreshold: 5") + 1
+    assert (warning.severity, warning.line, warning.column) == ("warning", line, 23)  # the value
+    assert "after 5 KEDA applies the fallback and starts 3 replicas" in warning.message
+    assert warning.hint is not None and "leave failureThreshold out" in warning.hint
+
+
+# --- KEDA + HPA: a smoothed signal and a scale-up stabilization ----------------------------------
+
+Series = dict[str, list[tuple[float, float]]]  # pod -> (time, value) samples, one per scrape
+
+
+def evaluate(expr: Any, series: Series, t: float) -> list[float]:
+    """The instant vector of the queries llmdeploy renders, at time ``t``, from scraped samples:
+    an instant selector reads each series' latest sample within the 5-minute lookback; a range
+    selector the samples in (t - range, t] (left-open since Prometheus 3.0); avg_over_time
+    their mean (prometheus/prometheus@v3.0.0 promql/functions.go funcAvgOverTime); sum adds the
+    series up (no series: an empty result)."""
+    if isinstance(expr, promql_parser.AggregateExpr):
+        assert str(expr.op) == "sum", expr.op
+        values = evaluate(expr.expr, series, t)
+        return [sum(values)] if values else []
+    if isinstance(expr, promql_parser.Call):
+        assert expr.func.name == "avg_over_time", expr.func.name
+        (matrix,) = expr.args
+        width = matrix.range.total_seconds()
+        out = []
+        for samples in series.values():
+            inside = [v for at, v in samples if t - width < at <= t]
+            if inside:
+                out.append(sum(inside) / len(inside))
+        return out
+    assert isinstance(expr, promql_parser.VectorSelector), type(expr)
+    latest = [[v for at, v in samples if t - 300 < at <= t] for samples in series.values()]
+    return [values[-1] for values in latest if values]
+
+
+def first_scale_out(scaled: dict[str, Any], series: Series, until: float) -> float | None:
+    """When the HPA first raises the replicas above minReplicaCount, syncing every 15 s: the
+    recommendation ceil(value / threshold) for AverageValue, clamped to [min, max], then the
+    lowest recommendation of the scale-up stabilization window (kubernetes/kubernetes
+    pkg/controller/podautoscaler/horizontal.go stabilizeRecommendationWithBehaviors)."""
+    spec = scaled["spec"]
+    meta = spec["triggers"][0]["metadata"]
+    query, threshold = promql_parser.parse(meta["query"]), float(meta["threshold"])
+    lo, hi = spec["minReplicaCount"], spec["maxReplicaCount"]
+    window = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"][
+        "stabilizationWindowSeconds"
+    ]
+    recommendations: list[tuple[float, int]] = []
+    t = 0.0
+    while t <= until:
+        (value,) = evaluate(query, series, t) or [0.0]
+        desired = min(hi, max(lo, math.ceil(value / threshold)))
+        recommendations.append((t, desired))
+        if min([desired] + [r for at, r in recommendations if at > t - window]) > lo:
+            return t
+        t += 15
+    return None
+
+
+def scrapes(values: dict[float, float], every: float, until: float) -> list[tuple[float, float]]:
+    """One pod's gauge scraped every ``every`` seconds: ``values`` at those times, else 0."""
+    return [(k * every, values.get(k * every, 0.0)) for k in range(int(until / every) + 1)]
+
+
+def instant_signal(scaled: dict[str, Any]) -> dict[str, Any]:
+    """The same ScaledObject as rendered before: the gauge's last sample and no stabilization."""
+    old = yaml.safe_load(yaml.safe_dump(scaled))
+    meta = old["spec"]["triggers"][0]["metadata"]
+    query = promql_parser.parse(meta["query"])
+    selector = query.expr.args[0].vector_selector
+    meta["query"] = f"sum({selector})"
+    old["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]["scaleUp"][
+        "stabilizationWindowSeconds"
+    ] = 0
+    return old
+
+
+@pytest.mark.parametrize(("interval", "window"), [("15s", 60), ("30s", 120), ("10s", 60)])
+def test_the_queue_signal_is_averaged_over_four_scrapes(interval: str, window: int) -> None:
+    result = render(monitoring={"interval": interval})
+    (scaled,) = kind(result, "ScaledObject")
+    query = promql_parser.parse(trigger(result)["metadata"]["query"])
+    assert str(query.op) == "sum" and query.expr.func.name == "avg_over_time"
+    assert query.expr.args[0].range.total_seconds() == window
+    behavior = scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleUp"]["stabilizationWindowSeconds"] == window + 15
+
+
+@pytest.mark.parametrize("height", [2.0, 8.0, 1000.0])
+def test_one_scrape_of_queue_does_not_add_a_node(height: float) -> None:
+    """Threshold 1 (what the model derives for a tight TTFT): one scrape of ``height`` waiting
+    requests scaled the fleet out with the instant gauge; averaged over the window and held
+    for the stabilization window, no single scrape does, however high."""
+    result = render(autoscaling={"waitingRequestsPerReplica": 1, "maxReplicas": 8})
+    (scaled,) = kind(result, "ScaledObject")
+    burst = {"pod-a": scrapes({300.0: height}, 15, 900)}
+    assert first_scale_out(instant_signal(scaled), burst, 900) == 300
+    assert first_scale_out(scaled, burst, 900) is None
+
+
+def test_a_sustained_queue_scales_out_within_the_two_windows() -> None:
+    result = render(autoscaling={"waitingRequestsPerReplica": 1, "maxReplicas": 8})
+    (scaled,) = kind(result, "ScaledObject")
+    load = {"pod-a": scrapes({t: 3.0 for t in range(300, 1201, 15)}, 15, 1200)}
+    at = first_scale_out(scaled, load, 1200)
+    assert at is not None and at - 300 <= 60 + 75  # the averaging window + the stabilization
+
+
+def test_scale_up_stabilization_can_be_set() -> None:
+    result = render(autoscaling={"scaleUpStabilization": 0})
+    (scaled,) = kind(result, "ScaledObject")
+    behavior = scaled["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    assert behavior["scaleUp"]["stabilizationWindowSeconds"] == 0
+
+
 # --- alerts --------------------------------------------------------------------------------
 
 

@@ -413,8 +413,12 @@ def test_a_name_triton_does_not_use_is_a_warning_that_render_and_size_print(
     tmp_path: Path,
 ) -> None:
     spec = tmp_path / "spec.yaml"
+    # the pods copy the engine from S3: they need an AWS identity (render refuses it otherwise)
+    identity = "serviceAccount:\n  iamRoleArn: arn:aws:iam::111122223333:role/reader\n"
     spec.write_text(
-        TRTLLM.replace("  architecture:", "  servedName: llama\n  architecture:") + TWO_NODES
+        TRTLLM.replace("  architecture:", "  servedName: llama\n  architecture:")
+        + TWO_NODES
+        + identity
     )
     warning = (
         f"{spec}:5:15: warning: `model.servedName` does not apply to engine trtllm: Triton "

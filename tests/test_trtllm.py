@@ -497,7 +497,7 @@ def test_keda_query_uses_waiting_requests_from_0_18_2() -> None:
     assert 'request_type="waiting"' in p.keda_query
     assert 'namespace="llm-serving"' in p.keda_query
     assert p.keda_threshold == "10"
-    old, why = waiting_query("0.12.0", "ns", "x")
+    old, why = waiting_query("0.12.0", "ns", "x", 60)
     assert "waiting" not in old and 'request_type="scheduled"' in old and "inference" in why
 
 

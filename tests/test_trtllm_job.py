@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -240,11 +241,101 @@ def test_the_token_is_a_mounted_file_and_aws_cli_comes_from_its_image(crds: obje
     assert secret["secretName"] == "hf" and secret["items"] == [{"key": "tok", "path": "token"}]
     (copy_cli,) = pod["initContainers"]
     assert copy_cli["image"].startswith("amazon/aws-cli:")
-    target = copy_cli["command"][-1].rstrip("/")
+    target = copy_cli["command"][-1].split()[-1].rstrip("/")
     assert env["AWS_CLI"]["value"].startswith(target + "/")
     for c in [copy_cli, build]:
         assert c["securityContext"]["allowPrivilegeEscalation"] is False
         assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+
+
+def aws_cli_image(root: Path, version: str = "2.22.0") -> None:
+    """The AWS CLI v2 layout the amazon/aws-cli image has under ``root`` (aws/aws-cli
+    exe/assets/install, run by docker/Dockerfile): v2/<version>/dist/aws, bin/aws a relative
+    link to ../dist/aws, v2/current an absolute link to the version directory, /usr/local/bin/aws
+    a link to v2/current/bin/aws."""
+    home = root / "usr/local/aws-cli/v2" / version
+    (home / "dist").mkdir(parents=True)
+    (home / "dist/aws").write_text(f'#!/bin/sh\necho aws-cli/{version} "$@"\n')
+    (home / "dist/aws").chmod(0o755)
+    (home / "bin").mkdir()
+    (home / "bin/aws").symlink_to("../dist/aws")
+    (home.parent / "current").symlink_to(home)  # absolute, as `ln -snf "$INSTALL_DIR"`
+
+
+def test_the_engine_path_without_an_aws_identity_is_refused_like_vllm() -> None:
+    """fetch-artifacts reads artifactsS3Uri: with IMDSv2 and a hop limit of 1 the node's
+    instance-profile credentials do not reach it (the EC2NodeClass's metadataOptions), so the
+    pods need IRSA or Pod Identity, as vLLM's S3 sync does."""
+    data = merge(BASE, {})
+    del data["serviceAccount"]
+    with pytest.raises(SpecError) as info:
+        pipeline.render_loaded(
+            load_spec_text(yaml.safe_dump(data), "spec.yaml"), header_command="x"
+        )
+    (diag,) = info.value.diagnostics
+    assert "no AWS identity" in diag.message and diag.hint and "podIdentity" in diag.hint
+    data["serviceAccount"] = {"podIdentity": True}
+    pipeline.render_loaded(load_spec_text(yaml.safe_dump(data), "spec.yaml"), header_command="x")
+
+
+def cuda_minor_compatible(app: tuple[int, int], driver_cuda: tuple[int, int]) -> str:
+    """How a CUDA application runs on a driver (docs.nvidia.com/deploy/cuda-compatibility/
+    minor-version-compatibility.html): natively up to the driver's own CUDA release, under
+    minor-version compatibility ("with limited feature-set") for a newer minor of the same
+    major (13.x needs a driver >= 580), not at all for a newer major without the compat
+    package."""
+    if app <= driver_cuda:
+        return "native"
+    return "minor-version" if app[0] == driver_cuda[0] else "unsupported"
+
+
+def test_triton_26_07_on_the_default_ami_is_said_to_rely_on_minor_version_compatibility() -> None:
+    """Triton 26.07 is CUDA 13.1.0 (triton-inference-server/server docs/introduction/
+    compatibility.md); the default AL2023 NVIDIA AMI's R580 driver is CUDA 13.0's."""
+    assert cuda_minor_compatible((13, 1), (13, 0)) == "minor-version"
+    loaded = load_spec_text(yaml.safe_dump(merge(BASE, {})), "spec.yaml")
+    result = pipeline.render_loaded(loaded, header_command="x")
+    (note,) = [n for n in result.notices if "CUDA" in n.message]
+    assert (note.key_path, note.severity) == ("engine.tritonVersion", "note")
+    assert "minor-version compatibility" in note.message
+    assert "CUDA 13.1" in note.message and "driver 580 is CUDA 13.0's" in note.message
+    bottlerocket = merge(
+        BASE, {"cluster": {"kubernetesVersion": "1.35", "amiAlias": "bottlerocket@v1.53.0"}}
+    )
+    loaded = load_spec_text(yaml.safe_dump(bottlerocket), "spec.yaml")
+    result = pipeline.render_loaded(loaded, header_command="x")
+    assert not [n for n in result.notices if "CUDA" in n.message]
+
+
+def test_the_copied_aws_cli_runs_without_the_image_it_came_from(
+    tmp_path: Path, crds: object
+) -> None:
+    """The init container's command, run against that layout (paths moved under tmp_path),
+    then the image's tree removed as the Triton image lacks it: AWS_CLI still runs. Copying
+    /usr/local/aws-cli as it is left v2/current pointing into the removed tree."""
+    _, docs = render(crds)
+    pod = job_of(docs)["spec"]["template"]["spec"]
+    (copy_cli,) = pod["initContainers"]
+    (build,) = pod["containers"]
+    aws_cli = {e["name"]: e for e in build["env"]}["AWS_CLI"]["value"]
+    image, triton = tmp_path / "image", tmp_path / "triton"
+    aws_cli_image(image)
+
+    def moved(text: str) -> str:
+        return text.replace("/usr/local/", f"{image}/usr/local/").replace(
+            "/opt/llmdeploy/", f"{triton}/opt/llmdeploy/"
+        )
+
+    (triton / "opt/llmdeploy/aws-cli").mkdir(parents=True)  # the emptyDir
+    shell, flag, script = copy_cli["command"]
+    subprocess.run([shell, flag, moved(script)], check=True)
+    old = tmp_path / "old"
+    (old / "aws-cli").mkdir(parents=True)
+    subprocess.run(["cp", "-a", f"{image}/usr/local/aws-cli/.", f"{old}/aws-cli/"], check=True)
+    shutil.rmtree(image)
+    done = subprocess.run([moved(aws_cli), "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "aws-cli/2.22.0 --version"
+    assert not (old / "aws-cli/v2/current/bin/aws").exists()  # dangling: what it replaced
 
 
 # --- the script as the Job runs it ------------------------------------------------------------

@@ -10,7 +10,10 @@ source and checked against the rendered manifests (docs/production.md §3, §8).
 
 from __future__ import annotations
 
-import shlex
+import dataclasses
+import re
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -124,6 +127,8 @@ CHECKPOINTS = [
 ]
 HARDWARE = {"instanceType": "p5.48xlarge", "tensorParallel": 4}
 TP8 = {"llama-3.1-405b"}  # needs all eight H100s even in FP8
+# MoE width 768 / TP4 = 192 is no whole 128 x 128 FP8 block (test_fp8_blocks_must_divide_...)
+TP2 = {"qwen3-30b-a3b"}
 
 
 @pytest.mark.parametrize("quantization", ["none", *sorted(WEIGHTS)])
@@ -141,6 +146,8 @@ def test_rendered_quantization_flag_is_one_vllm_starts_with(
     }
     if models.load_architecture(architecture).name in TP8:
         over["hardware"] = {**HARDWARE, "tensorParallel": 8}
+    if models.load_architecture(architecture).name in TP2:
+        over["hardware"] = {**HARDWARE, "tensorParallel": 2}
     stored = models.load_architecture(architecture).quantization
     from_id = models.quantized_checkpoint(model_id)
     if stored is None and from_id is not None:
@@ -211,6 +218,61 @@ def test_a_published_repo_under_another_architecture_is_refused_at_the_architect
     assert diag.source_line is not None and "architecture: llama-3-70b" in diag.source_line
 
 
+QWEN_FP8 = {
+    "Qwen/Qwen3-8B-FP8": "qwen3-8b",
+    "Qwen/Qwen3-14B-FP8": "qwen3-14b",
+    "Qwen/Qwen3-32B-FP8": "qwen3-32b",
+    "Qwen/Qwen3-30B-A3B-FP8": "qwen3-30b-a3b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+}
+
+
+@pytest.mark.parametrize(("repo", "base"), sorted(QWEN_FP8.items()))
+def test_qwens_own_fp8_releases_are_catalogued(repo: str, base: str) -> None:
+    """Qwen's FP8 repos store block FP8 (quant_method fp8, 128 x 128): vLLM reads the method
+    from their config, so they render with no --quantization and no "may already be quantized"
+    warning, sized as stored (about half the 16-bit base)."""
+    arch = models.quantized_checkpoint(repo)
+    assert arch is not None and arch.quantization is not None
+    assert (arch.quantization.method, arch.quantization.group_size) == ("fp8-block", 128)
+    assert arch.quantization.quant_method == "fp8"
+    ratio = mem.checkpoint_bytes(arch) / mem.checkpoint_bytes(models.load_architecture(base))
+    assert 0.5 < ratio < 0.6  # FP8 weights, 16-bit embeddings, norms and head
+    if base == "qwen3-8b":
+        result = render(
+            model={"id": repo, "architecture": base},
+            quantization="fp8",
+            hardware={"instanceType": "g6e.xlarge", "tensorParallel": 1},
+        )
+        assert not [n for n in result.notices if n.key_path == "model.id"]
+        assert flag_value(server_args(result), "--quantization") is None
+
+
+@pytest.mark.parametrize(
+    ("tp", "expert_parallel", "fits"), [(2, False, True), (4, False, False), (4, True, True)]
+)
+def test_fp8_blocks_must_divide_each_ranks_share(
+    tp: int, expert_parallel: bool, fits: bool
+) -> None:
+    """vLLM refuses block FP8 weights whose per-rank output is not whole blocks ("The
+    output_size of gate's and up's weight = 192 is not divisible by weight quantization block_n
+    = 128", vllm/model_executor/layers/quantization/fp8.py@v0.19.0 Fp8MoEMethod.create_weights;
+    linear layers: utils/fp8_utils.py validate_fp8_block_shape). Qwen3-30B-A3B's experts are 768
+    wide: TP2 gives 384 (3 blocks), TP4 192; expert parallelism keeps each expert whole."""
+    text = spec_text(
+        model={"id": "Qwen/Qwen3-30B-A3B-FP8", "architecture": "qwen3-30b-a3b"},
+        quantization="fp8",
+        hardware={"instanceType": "g6e.12xlarge", "tensorParallel": tp},
+        serving={"expertParallel": expert_parallel},
+    )
+    sizing = pipeline.size_loaded(load.load_spec_text(text, "spec.yaml")).sizing
+    assert sizing.fits is fits
+    reason = (
+        "MoE intermediate size 768 / TP 4 = 192 is not a multiple of the fp8-block group size 128"
+    )
+    assert (reason in sizing.reasons) is not fits
+
+
 def test_an_unknown_repo_is_an_assumption_not_a_guess_in_silence() -> None:
     result = render(
         model={"id": "example-org/Llama-3.1-8B-Instruct-FP8", "architecture": "llama-3.1-8b"},
@@ -254,6 +316,26 @@ TOKENIZER_AND_CONFIG = 100 * 2**20  # tokenizer.json, config.json, generation_co
 @pytest.mark.parametrize(("name", "size"), sorted(PUBLISHED_BYTES.items()))
 def test_checkpoint_bytes_match_the_published_index(name: str, size: int) -> None:
     assert mem.checkpoint_bytes(models.load_architecture(name)) == size
+
+
+# DeepSeek-V3's weight files as published (688,586,727,753 B at afb92e1f, creator repository
+# weight files only), 685B parameters with the 14B multi-token-prediction module
+# (model.layers.61); its FP8 block layout is modelled, so the match is to 0.01 %.
+DEEPSEEK_V3_BYTES = 688_586_727_753
+
+
+@pytest.mark.parametrize("name", ["deepseek-v3", "deepseek-r1"])
+def test_deepseek_checkpoint_holds_the_mtp_module_gpus_do_not(name: str) -> None:
+    """The MTP layer is in the files (download, cache, fetch deadline, read time) and not in
+    GPU memory: vLLM skips it when it loads the served model (deepseek_v2.py@v0.19.0
+    load_weights, "skip spec decode layers for main model")."""
+    arch = models.load_architecture(name)
+    assert arch.mtp_layers == 1
+    stored = mem.checkpoint_bytes(arch)
+    assert abs(stored - DEEPSEEK_V3_BYTES) / DEEPSEEK_V3_BYTES < 1e-4
+    without = mem.checkpoint_bytes(dataclasses.replace(arch, mtp_layers=0))
+    assert 14e9 < stored - without < 16e9  # about 14B parameters, mostly FP8 experts
+    assert (stored - without) / stored > 0.02  # what the cache and deadlines were short
 
 
 def quantity(q: str) -> int:
@@ -426,8 +508,10 @@ def test_s3_without_an_aws_identity_is_refused_at_the_service_account() -> None:
 def test_irsa_downloads_with_s5cmd_under_a_deadline() -> None:
     result, init = fetch(serviceAccount={"iamRoleArn": "arn:aws:iam::111122223333:role/r"})
     assert init["image"] == "peakcom/s5cmd:v2.3.0"
-    timeout, seconds, tool = init["command"]
-    assert (timeout, tool) == ("timeout", "/s5cmd")
+    shell, flag, script, name = init["command"]
+    assert (shell, flag, name) == ("/bin/sh", "-c", "fetch-model")
+    assert 'timeout "$left" /s5cmd "$@"' in script
+    (seconds,) = re.findall(r"^deadline=(\d+);", script)
     global_flags, sync_flags, (source, dest) = parse_s5cmd(init["args"])
     assert source == "s3://models/llama-3.1-70b/*" and dest == "/models/model/"
     assert sync_flags["--exclude"] == ["original/*"]
@@ -441,15 +525,49 @@ def test_irsa_downloads_with_s5cmd_under_a_deadline() -> None:
     assert global_flags["--numworkers"]
 
 
+def run_fetch(init: dict[str, Any], tmp: Path, fails: int, deadline: int | None = None) -> int:
+    """Run the init container's script with /bin/sh, its tool replaced by a stub that fails
+    ``fails`` times and then succeeds (the pause shortened, the deadline optionally): how many
+    attempts it made, or -1 when the script gave up."""
+    shell, flag, script, name = init["command"]
+    stub = tmp / "s5cmd"
+    stub.write_text(
+        '#!/bin/sh\nn=$(cat "$0.count" 2>/dev/null || echo 0); echo $((n + 1)) > "$0.count"\n'
+        f'[ "$n" -ge {fails} ]\n'
+    )
+    stub.chmod(0o755)
+    script = script.replace(" /s5cmd ", f" {stub} ").replace("sleep 10", "sleep 0")
+    if deadline is not None:
+        script = re.sub(r"^deadline=\d+;", f"deadline={deadline};", script)
+    done = subprocess.run(
+        [shell, flag, script, name, *init["args"]], capture_output=True, text=True, timeout=60
+    )
+    attempts = int((tmp / "s5cmd.count").read_text())
+    return attempts if done.returncode == 0 else -1
+
+
+def test_a_failed_sync_is_retried_inside_the_init_container(tmp_path: Path) -> None:
+    """An S3 error or a slow attempt does not end the container (which the kubelet would
+    restart, and a LeaderWorkerSet would then recreate its whole group); past the deadline it
+    exits 1."""
+    _, init = fetch(serviceAccount={"iamRoleArn": "arn:aws:iam::111122223333:role/r"})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert run_fetch(init, tmp_path / "a", fails=2) == 3
+    assert run_fetch(init, tmp_path / "b", fails=10**6, deadline=1) == -1
+
+
 def test_pod_identity_downloads_with_the_aws_cli() -> None:
     """s5cmd 2.3.0's aws-sdk-go (v1.44.298, its go.mod) predates EKS Pod Identity (Go SDK v1
     1.47.11; AWS CLI v2 2.15.0, EKS user guide pod-id-minimum-sdk)."""
     _, init = fetch(serviceAccount={"podIdentity": True})
     assert init["image"] == "amazon/aws-cli:2.22.0"
-    assert init["command"] == ["/bin/sh", "-c"]
-    (script,) = init["args"]
-    words = shlex.split(script.split(" && ")[-1])
-    assert words[:3] == ["exec", "timeout", words[2]] and words[3:6] == ["aws", "s3", "sync"]
+    shell, flag, script, name = init["command"]
+    assert (shell, flag, name) == ("/bin/sh", "-c", "fetch-model")
+    assert script.split(" && ")[2].startswith("deadline=")  # after the two `aws configure`
+    assert 'timeout "$left" aws "$@"' in script
+    words = init["args"]
+    assert words[:2] == ["s3", "sync"]
     assert words[words.index("--exclude") : words.index("--exclude") + 2] == [
         "--exclude",
         "original/*",

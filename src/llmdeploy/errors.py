@@ -8,6 +8,7 @@ exit status (see ``docs/exit-codes.md``).
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -23,6 +24,13 @@ class ExitCode(enum.IntEnum):
     DRIFT = 6  # render --check found the output directory differs
     IO = 7  # a file could not be read or written
     MISSES_SLO = 8  # the performance model says the SLO's latency targets are missed
+
+
+def worst_exit_code(codes: Iterable[int]) -> int:
+    """The exit code of several specs (``size DIR``, ``plan DIR``): the worst of theirs, an
+    error first, then "does not fit" (4), then "misses the SLO" (8); 0 when all are 0."""
+    order = {ExitCode.OK: 0, ExitCode.MISSES_SLO: 1, ExitCode.DOES_NOT_FIT: 2}
+    return max(codes, key=lambda c: order.get(ExitCode(c), 3), default=0)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ branch on its name.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ from llmdeploy.errors import (
     MissesSloError,
     Notice,
     SpecError,
+    UsageError,
     ValidationFailedError,
 )
 from llmdeploy.spec.checks import check_spec, located
@@ -219,7 +220,7 @@ def render_loaded(
     spec = _with_queue_threshold(spec, perf)
     with located(loaded, registry.get(spec.engine.type).version_field):
         the_plan = make_plan(spec, sizing, header_command)
-    files = render.render_plan(the_plan, loaded.label)
+    files = render.render_plan(the_plan, loaded.header_name or loaded.label)
     cluster_version = spec.cluster.kubernetes_version
     report = check.check_documents(
         yaml_documents(files),
@@ -275,23 +276,35 @@ def render_many(
     crds: CrdRegistry | None = None,
     kube_version: str | None = None,
     force: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> list[Rendered]:
     """Render several specs, in input order. Large fleets use forked worker processes, which
-    inherit the loaded modules and the CRD registry; the output is the same as in one process."""
+    inherit the loaded modules and the CRD registry; the output is the same as in one process.
+    ``progress(done, total)`` is called as specs are rendered."""
     job: dict[str, Any] = dict(
         header_command=header_command, crds=crds, kube_version=kube_version, force=force
     )
+    report = progress or (lambda done, total: None)
     workers = min(os.cpu_count() or 1, len(specs))
-    if len(specs) < PARALLEL_MIN_SPECS or workers < 2:
-        return [render_loaded(ls, **job) for ls in specs]
-    import multiprocessing as mp  # fleets only: ~8 ms of imports
+    parallel = len(specs) >= PARALLEL_MIN_SPECS and workers >= 2
+    if parallel:
+        import multiprocessing as mp  # fleets only: ~8 ms of imports
 
-    if "fork" not in mp.get_all_start_methods():
-        return [render_loaded(ls, **job) for ls in specs]
+        parallel = "fork" in mp.get_all_start_methods()
+    if not parallel:
+        out = []
+        for i, ls in enumerate(specs):
+            out.append(render_loaded(ls, **job))
+            report(i + 1, len(specs))
+        return out
     _JOB.clear()
     _JOB.update(job)
+    outcomes = []
     with mp.get_context("fork").Pool(workers) as pool:
-        outcomes = pool.map(_render_job, specs, chunksize=max(1, len(specs) // (4 * workers)))
+        chunk = max(1, len(specs) // (4 * workers))
+        for outcome in pool.imap(_render_job, specs, chunksize=chunk):
+            outcomes.append(outcome)
+            report(len(outcomes), len(specs))
     for outcome in outcomes:
         if isinstance(outcome, LlmdeployError):
             raise outcome
@@ -308,6 +321,16 @@ def preset_dir() -> Path:
 
 def preset_names() -> list[str]:
     return sorted(p.stem for p in preset_dir().glob("*.yaml"))
+
+
+def unknown_preset(name: str) -> UsageError:
+    """The error for a name that is no preset: the closest preset's name, and all of them."""
+    import difflib
+
+    names = preset_names()
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return UsageError(f"unknown preset {name!r}{hint}; available: {', '.join(names)}")
 
 
 def preset_path(name: str) -> Path | None:

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llmdeploy import pipeline
-from llmdeploy.errors import UsageError
 from llmdeploy.spec import load
 
 if TYPE_CHECKING:
@@ -201,9 +200,7 @@ def summary(name: str) -> PresetSummary:
 def _summary(name: str) -> PresetSummary:
     path = pipeline.preset_path(name)
     if path is None:
-        raise UsageError(
-            f"unknown preset {name!r}; available: {', '.join(pipeline.preset_names())}"
-        )
+        raise pipeline.unknown_preset(name)
     loaded = load.load_spec_file(path)
     sized = pipeline.size_loaded(loaded, suggest=False, performance=True)
     perf = sized.performance

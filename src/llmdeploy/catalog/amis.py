@@ -201,6 +201,12 @@ def minors_for(alias: str, arch: str = "amd64") -> tuple[str, ...]:
     return tuple(k for k in kubernetes_versions() if resolve(alias, k, arch).status == "exists")
 
 
+# The NVIDIA driver branch of the AL2023 NVIDIA AMIs llmdeploy defaults to, and the CUDA release
+# that branch was made for (awslabs/amazon-eks-ami release notes of 2026 list
+# cuda-drivers-580.126.20 and cuda-compat-13-0; R580 is CUDA 13.0's driver).
+AL2023_NVIDIA_DRIVER_BRANCH, AL2023_NVIDIA_DRIVER_CUDA = "580", (13, 0)
+
+
 def default_alias(kubernetes: str | None, arch: str = "amd64") -> str:
     """The alias rendered when the spec pins none: the newest AL2023 release llmdeploy knows for
     the cluster's minor; with the minor unknown, the newest release of all, which every minor

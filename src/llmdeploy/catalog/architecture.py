@@ -151,6 +151,9 @@ class Architecture:
     rope_caches: tuple[int, ...] = ()
     per_layer_embedding: int = 0  # Gemma 3n/4 per-layer embedding table (vocab-parallel)
     extra_params: int = 0  # small per-model parameters counted once (PLE projections, ...)
+    # Multi-token-prediction layers stored after the decoder (DeepSeek-V3/R1
+    # num_nextn_predict_layers): in the checkpoint's files, not loaded by the served model
+    mtp_layers: int = 0
     cross_attention_tokens: int = 0  # encoder tokens a cross-attention layer caches (mllama)
     quantization: CheckpointQuant | None = None
     total_params: int = 0

@@ -244,6 +244,7 @@ def architecture_from_config(
             qk_nope_head_dim=f.need("qk_nope_head_dim"),
             qk_rope_head_dim=f.need("qk_rope_head_dim"),
             v_head_dim=f.need("v_head_dim"),
+            mtp_layers=f.opt("num_nextn_predict_layers"),
         )
         kv_heads, head_dim = heads, fields["qk_nope_head_dim"] + fields["qk_rope_head_dim"]
     inter = 0

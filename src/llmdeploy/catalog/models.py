@@ -253,6 +253,30 @@ def quantized_repos(base: str, method: str) -> list[str]:
     return sorted(out)
 
 
+# Where a pre-quantized repo's name stops naming the model: its quantization words
+# (``-AWQ``, ``-FP8-dynamic``, ``-quantized.w4a16``).
+_QUANT_SUFFIX = re.compile(r"[-_.](?:quantized[-_.])?(?:awq|gptq|fp8|int4|int8|w4a16|w8a8|w8a16)")
+
+
+def _model_name(repo: str) -> str:
+    """``org/Meta-Llama-3.1-8B-Instruct-quantized.w8a8`` -> ``llama-3.1-8b-instruct``."""
+    name = _QUANT_SUFFIX.split(_norm(repo).rsplit("/", 1)[-1], maxsplit=1)[0]
+    return re.sub(r"^meta-(?=llama)", "", name)
+
+
+def releases_of(model_id: str, base: str) -> list[str]:
+    """The catalog's pre-quantized releases of the model ``model_id`` (a 16-bit checkpoint of
+    catalog architecture ``base``): repos of that architecture whose name without its
+    quantization words (and without Meta's ``Meta-`` prefix) is ``model_id``'s, so an Instruct
+    checkpoint finds the quantized Instruct releases and a base model none of them."""
+    want = _model_name(model_id)
+    return sorted(
+        repo
+        for repo, item in _extra()["quantized_aliases"].items()
+        if item["base"] == base and _model_name(repo) == want
+    )
+
+
 def load_architecture(ref: str, base_dir: Path | None = None) -> Architecture:
     """A catalog name, an HF id alias, or a path to a config.json (relative to ``base_dir``)."""
     arch = _catalog_architecture(ref)
@@ -265,13 +289,76 @@ def load_architecture(ref: str, base_dir: Path | None = None) -> Architecture:
         path = path / "config.json"
     if path.suffix == ".json" or path.is_file():
         return hf_config.load_config_file(path)
+    close = closest(ref)
     raise UnknownArchitectureError(
         [
             Diagnostic(
-                f"unknown model architecture {ref!r}: not a catalog name, a known Hugging Face "
-                "id, or a path to a config.json",
+                f"unknown model architecture {ref!r}"
+                + (f" (did you mean {close!r}?)" if close else "")
+                + ": not a catalog name, a known Hugging Face id, or a path to a config.json",
                 file="<model>",
-                hint="catalog names: " + ", ".join(catalog_names()),
+                hint="`llmdeploy models [FILTER]` lists them with their Hugging Face ids; "
+                "catalog names: " + ", ".join(catalog_names()),
             )
         ]
     )
+
+
+def closest(ref: str, cutoff: float = 0.8) -> str | None:
+    """The catalog name (for a name) or Hugging Face id (for ``org/repo``) nearest ``ref``
+    (difflib's similarity ratio at least ``cutoff``)."""
+    import difflib
+
+    entries = _entries()
+    if "/" in ref:
+        # the ids the catalog lists, and the Instruct tune of each (known_repo takes it)
+        listed = [i for e in entries.values() for i in (e.hf_id, *e.aliases) if "/" in i]
+        listed += [
+            f"{i}-Instruct" for i in listed if not re.search(r"-(instruct|it|chat)$", i, re.I)
+        ]
+        ids = {_norm(i): i for i in listed}
+        ids |= {_norm(repo): repo for repo in _extra()["quantized_aliases"]}
+        found = difflib.get_close_matches(_norm(ref), list(ids), n=1, cutoff=cutoff)
+        return ids[found[0]] if found else None
+    found = difflib.get_close_matches(_norm(ref), list(entries), n=1, cutoff=cutoff)
+    return found[0] if found else None
+
+
+def misspelt_repo(model_id: str, architecture: str) -> str | None:
+    """A catalog repo of ``architecture`` that ``model_id`` (a repo the catalog does not know)
+    is one or two typed characters away from (similarity at least 0.95), else None."""
+    if known_repo(model_id) is not None:
+        return None
+    close = closest(model_id, cutoff=0.95)
+    found = _catalog_architecture(close) if close else None
+    return close if found is not None and found.name == architecture else None
+
+
+@dataclass(frozen=True)
+class CatalogModel:
+    """One row of ``llmdeploy models``."""
+
+    name: str
+    hf_id: str
+    aliases: tuple[str, ...]
+    releases: tuple[str, ...]  # pre-quantized repos of this architecture
+    architecture: Architecture
+
+
+def catalog(filter_text: str = "") -> list[CatalogModel]:
+    """The catalog's models by name, those whose name, Hugging Face ids, pre-quantized
+    releases or ``model_type`` contain ``filter_text`` (case-insensitive) when one is given."""
+    releases: dict[str, list[str]] = {}
+    for repo, item in _extra()["quantized_aliases"].items():
+        releases.setdefault(item["base"], []).append(repo)
+    want = _norm(filter_text)
+    out = []
+    for name in catalog_names():
+        e = _entries()[name]
+        arch = _from_entry(e)
+        repos = tuple(sorted(releases.get(name, ())))
+        words = [e.name, e.hf_id, *e.aliases, *repos, arch.model_type]
+        if want and not any(want in _norm(w) for w in words):
+            continue
+        out.append(CatalogModel(e.name, e.hf_id, e.aliases, repos, arch))
+    return out

@@ -6,6 +6,7 @@ that need them, so ``llmdeploy --version`` and ``--help`` stay fast.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shlex
@@ -27,11 +28,13 @@ from llmdeploy.errors import (
     SpecError,
     UsageError,
     ValidationFailedError,
+    worst_exit_code,
 )
 
 if TYPE_CHECKING:
     from llmdeploy.check.crd import CrdRegistry
     from llmdeploy.check.documents import CheckReport
+    from llmdeploy.cli.plan_report import SpecPlan
     from llmdeploy.spec.load import LoadedSpec
 
 EPILOG = (
@@ -202,12 +205,7 @@ def _load_specs(specs: list[Path], preset: str | None) -> list[LoadedSpec]:
             raise UsageError("give either spec files or --preset, not both")
         path = pipeline.preset_path(preset)
         if path is None:
-            import difflib
-
-            names = pipeline.preset_names()
-            close = difflib.get_close_matches(preset, names, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise UsageError(f"unknown preset {preset!r}{hint}; available: {', '.join(names)}")
+            raise pipeline.unknown_preset(preset)
         loaded = load.load_spec_file(path)
         return [dataclasses.replace(loaded, label=f"preset {preset}")]
     if not specs:
@@ -321,10 +319,19 @@ def _render(
         raise UsageError("--check needs -o DIR")
     loaded = _load_specs(specs, preset)
     crds = _crd_registry(crd_dir)
+    from llmdeploy.cli.regenerate import canonical
+
     source_words = [f"--preset {preset}"] if preset else [shlex.quote(str(s)) for s in specs]
     command = "llmdeploy render " + " ".join(source_words) + f" -o {shlex.quote(output)}"
     if force:
         command += " --force"
+    # the headers: the same bytes however the paths were spelt and wherever it ran (item 1)
+    canon = canonical(specs, preset, output, force=force)
+    if preset is None:
+        loaded = [
+            dataclasses.replace(ls, header_name=canon.name(ls.path)) if ls.path else ls
+            for ls in loaded
+        ]
     fleet = len(loaded) > 1 or any(p.is_dir() for p in specs)
     if fleet:
         by_name: dict[str, str] = {}
@@ -335,9 +342,21 @@ def _render(
                     f"{ls.label}: name {ls.spec.name!r} is also used by {other}; in a fleet each "
                     "spec renders into a subdirectory named after it, so names must be unique"
                 )
-    results = pipeline.render_many(
-        loaded, header_command=command, crds=crds, kube_version=kube_version, force=force
-    )
+    with _Progress() if fleet else contextlib.nullcontext() as progress:
+        results = pipeline.render_many(
+            loaded,
+            header_command=canon.command,
+            crds=crds,
+            kube_version=kube_version,
+            force=force,
+            progress=progress.task("render") if progress is not None else None,
+        )
+    if force and not any(_forced(res) for res in results):
+        # --force changed nothing: the header is the command without it, as --check runs it
+        canon = canonical(specs, preset, output)
+        results = pipeline.render_many(
+            loaded, header_command=canon.command, crds=crds, kube_version=kube_version
+        )
     files: dict[str, str] = {}
     executable: set[str] = set()
     for res in results:
@@ -346,7 +365,7 @@ def _render(
             files[prefix + name] = text
         executable.update(prefix + name for name in res.executables)
     if fleet:
-        head = render.header("a fleet of specs", command)
+        head = render.header("a fleet of specs", canon.command)
         subdirs = [f"{res.loaded.spec.name}" for res in results]
         files["kustomization.yaml"] = head + render.render_template(
             "k8s/kustomization.yaml.j2", files=subdirs
@@ -392,14 +411,23 @@ def _render(
     )
 
 
+def _forced(res: Any) -> bool:
+    """Whether a spec rendered only because of --force (it does not fit or misses the SLO)."""
+    perf = res.performance
+    return not res.sizing.fits or (perf is not None and perf.meets_slo is False)
+
+
 # --- size -------------------------------------------------------------------------------------
 
 
 @app.command()
 def size(
-    spec: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Argument(help="Spec file (or use --model for quick mode).", show_default=False),
+    specs: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Argument(
+            help="Spec files or directories of specs (or use --model for quick mode).",
+            show_default=False,
+        ),
     ] = None,
     preset: Annotated[Optional[str], typer.Option("--preset", "-p")] = None,  # noqa: UP045
     model: Annotated[
@@ -463,11 +491,12 @@ def size(
     """Size GPU memory and model performance: weights, KV cache, concurrency, latency and
     throughput at the SLO load, cost, verdicts and suggestions.
 
-    Exit 0 when it fits and meets the SLO, 4 when it does not fit, 8 when it misses the SLO.
+    Exit 0 when it fits and meets the SLO, 4 when it does not fit, 8 when it misses the SLO;
+    for several specs, one row each and the worst of their exit codes.
     """
     _run(
         _size,
-        spec,
+        specs or [],
         preset,
         model,
         instance,
@@ -488,7 +517,7 @@ def size(
 
 
 def _size(
-    spec: Path | None,
+    specs: list[Path],
     preset: str | None,
     model: str | None,
     instance: str | None,
@@ -516,7 +545,7 @@ def _size(
     from llmdeploy.sizing.suggest import size as size_with_suggestions
 
     if model is not None:
-        if spec is not None or preset is not None:
+        if specs or preset is not None:
             raise UsageError("quick mode (--model) takes no spec file or preset")
         if sum(x is not None for x in (instance, gpu, gpu_memory_gib)) != 1:
             raise UsageError("quick mode needs exactly one of --instance, --gpu, --gpu-memory-gib")
@@ -576,7 +605,10 @@ def _size(
                 "and --requests-per-second are quick-mode options; a spec sets them in its "
                 "`slo` section"
             )
-        loaded = _load_specs([spec] if spec is not None else [], preset)[0]
+        if _is_fleet(specs):
+            _size_fleet(_load_specs(specs, preset), as_json)
+            return
+        loaded = _load_specs(specs, preset)[0]
         sized = pipeline.size_loaded(loaded, performance=True)
         _print_warnings(sized.warnings)
         result, perf = sized.sizing, sized.performance
@@ -597,10 +629,46 @@ def _size(
             console.print(f"batch limit (decided): {batching}")
         if perf is not None:
             console.print(perf_report.table(perf))
-    if not result.fits:
-        raise typer.Exit(int(ExitCode.DOES_NOT_FIT))
-    if perf is not None and perf.meets_slo is False:
-        raise typer.Exit(int(ExitCode.MISSES_SLO))
+    code = size_report.exit_code(result, perf)
+    if code:
+        raise typer.Exit(code)
+
+
+def _size_fleet(loaded_all: list[LoadedSpec], as_json: bool) -> None:
+    """``size DIR``: every spec sized (its warnings and errors printed as they come), one row
+    each, the worst exit code."""
+    from llmdeploy import pipeline
+    from llmdeploy.cli import size_report
+
+    rows: list[tuple[str, str, Any, int]] = []  # (file, spec name, Sized or the error, exit code)
+    with _Progress() as progress:
+        step = progress.task("size")
+        for i, ls in enumerate(loaded_all):
+            if step is not None:
+                step(i, len(loaded_all))
+            try:
+                sized = pipeline.size_loaded(ls, performance=True)
+            except LlmdeployError as exc:
+                if isinstance(exc, SpecError):
+                    _print_warnings(exc.diagnostics)
+                else:
+                    _err(f"error: {ls.label}: {exc.message}")
+                rows.append((ls.label, ls.spec.name, exc, int(exc.exit_code)))
+                continue
+            _print_warnings(sized.warnings)
+            code = size_report.exit_code(sized.sizing, sized.performance)
+            rows.append((ls.label, ls.spec.name, sized, code))
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps(size_report.fleet_json(rows), indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        Console(soft_wrap=False).print(size_report.fleet_table(rows))
+    code = worst_exit_code(c for *_, c in rows)
+    if code:
+        raise typer.Exit(code)
 
 
 # --- plan -------------------------------------------------------------------------------------
@@ -608,9 +676,12 @@ def _size(
 
 @app.command()
 def plan(
-    spec: Annotated[
-        Optional[Path],  # noqa: UP045
-        typer.Argument(help="Spec file whose model and SLO to plan for.", show_default=False),
+    specs: Annotated[
+        Optional[list[Path]],  # noqa: UP045
+        typer.Argument(
+            help="Spec files (or directories of specs) whose model and SLO to plan for.",
+            show_default=False,
+        ),
     ] = None,
     preset: Annotated[Optional[str], typer.Option("--preset", "-p")] = None,  # noqa: UP045
     engine: Annotated[
@@ -622,38 +693,113 @@ def plan(
         typer.Option("--family", help="Instance families to try (repeat; default: all)."),
     ] = None,
     top: Annotated[int, typer.Option(min=1, max=100, help="Configurations to show.")] = 10,
+    rank_by: Annotated[
+        str,
+        typer.Option(
+            "--rank-by",
+            help="usd-per-hour (the fleet's $/h at the SLO load), usd-per-1m-tokens, ttft or itl.",
+        ),
+    ] = "usd-per-hour",
     write: Annotated[
         Optional[Path],  # noqa: UP045
         typer.Option("--write", help="Write the best configuration as a spec to this file."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Search instance type x TP x quantization x KV dtype x engine for configurations that
-    fit and meet the spec's SLO, cheapest per 1M output tokens first.
+    """Search instance type x TP x quantization (with the model's pre-quantized releases) x KV
+    dtype x engine for configurations that fit and meet the spec's SLO with the replicas
+    autoscaling.maxReplicas and cluster.gpuLimit allow, cheapest fleet ($/h) first.
 
-    Exit 0 when one meets the SLO, 8 when none does, 4 when none fits.
+    Exit 0 when one meets the SLO, 8 when none does, 4 when none fits; for several specs, one
+    row each and the worst of their exit codes.
     """
-    _run(_plan, spec, preset, engine, family, top, write, as_json)
+    _run(_plan, specs or [], preset, engine, family, top, rank_by, write, as_json)
+
+
+def _is_fleet(specs: Sequence[Path]) -> bool:
+    return len(specs) > 1 or any(p.is_dir() for p in specs)
+
+
+class _Progress:
+    """A rich progress bar on stderr while long work runs, only on a terminal: nothing when
+    stderr is piped or redirected, under CI (``CI`` set, as GitHub Actions, GitLab CI and most
+    others set it) or with ``TERM=dumb``."""
+
+    def __init__(self) -> None:
+        self._bar: Any = None
+        if not sys.stderr.isatty() or os.environ.get("CI"):
+            return  # rich is not even imported
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        if console.is_terminal and not console.is_dumb_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 MofNCompleteColumn(), console=console, transient=True)  # fmt: skip
+
+    def __enter__(self) -> _Progress:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+    def task(self, description: str) -> Any:
+        """A callback ``(done, total)`` for one task; None off a terminal."""
+        if self._bar is None:
+            return None
+        task = self._bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            self._bar.update(task, completed=done, total=total)
+
+        return update
 
 
 def _plan(
-    spec: Path | None,
+    specs: list[Path],
     preset: str | None,
     engines: list[str] | None,
     families: list[str] | None,
     top: int,
+    rank_by: str,
     write: Path | None,
     as_json: bool,
 ) -> None:
     from llmdeploy.cli import plan_report
-    from llmdeploy.perf.search import search
+    from llmdeploy.perf.search import SearchResult, search
     from llmdeploy.spec.edit import with_changes
 
     if write is not None and (str(write) == "-" or write.is_dir()):
         raise UsageError(f"--write {write}: give a file to write the spec to")
-    loaded = _load_specs([spec] if spec is not None else [], preset)[0]
-    base_dir = loaded.path.parent if loaded.path is not None else None
-    result = search(loaded.spec, base_dir, engines, families, top)
+    fleet = _is_fleet(specs)
+    if fleet and write is not None:
+        raise UsageError("--write takes one spec: plan the folder, then --write each spec")
+    loaded_all = _load_specs(specs, preset)
+    plans: list[plan_report.SpecPlan] = []
+    with _Progress() as progress:
+        for ls in loaded_all:
+            base_dir = ls.path.parent if ls.path is not None else None
+            step = progress.task(f"plan {ls.label}")
+            try:
+                found = search(ls.spec, base_dir, engines, families, top, rank_by, step)
+            except LlmdeployError as exc:
+                if not fleet:
+                    raise
+                plans.append(plan_report.SpecPlan(ls.label, ls.spec.name, ls.spec.model.id, exc,
+                                                  exc.exit_code))  # fmt: skip
+                continue
+            code = plan_report.exit_code(found)
+            sp = plan_report.SpecPlan(ls.label, ls.spec.name, ls.spec.model.id, found, code)
+            plans.append(sp)
+    if fleet:
+        _plan_fleet(plans, top, as_json)
+        return
+    loaded, result, code = loaded_all[0], plans[0].outcome, plans[0].exit_code
+    assert isinstance(result, SearchResult)
     if as_json:
         import json
 
@@ -661,18 +807,49 @@ def _plan(
     else:
         from rich.console import Console
 
-        Console(soft_wrap=False).print(plan_report.table(result, top))
-    if not result.candidates:
+        Console(soft_wrap=False).print(plan_report.table(result, top, loaded.spec.model.id))
+    if code == ExitCode.DOES_NOT_FIT:
         _err("error: no configuration fits")
-        raise typer.Exit(int(ExitCode.DOES_NOT_FIT))
-    best = result.candidates[0]
-    if not best.meets:
-        _err("error: no configuration meets the SLO; the table shows the cheapest that fit")
-        raise typer.Exit(int(ExitCode.MISSES_SLO))
+        raise typer.Exit(code)
+    if code == ExitCode.MISSES_SLO:
+        _err("error: no configuration meets the SLO; the table shows the best that fit")
+        raise typer.Exit(code)
     if write is not None:
+        best = result.candidates[0]
         changes, replace, drop = plan_report.winner_edits(loaded.spec, best)
-        _atomic_write(write, with_changes(loaded.text, changes, replace, drop))
+        text = with_changes(loaded.text, changes, replace, drop)
+        _atomic_write(write, plan_report.with_rationale(text, loaded.spec, best, rank_by))
         _err(f"wrote the best configuration to {write}")
+        if "model.id" in changes:
+            _err(
+                f"note: model.id is now {changes['model.id']}"
+                + (
+                    "; model.revision was dropped (it pinned the old checkpoint): pin the new "
+                    "repo's commit you validated"
+                    if loaded.spec.model.revision
+                    else ""
+                )
+            )
+
+
+def _plan_fleet(plans: list[SpecPlan], top: int, as_json: bool) -> None:
+    from llmdeploy.cli import plan_report
+
+    if as_json:
+        import json
+
+        doc = plan_report.fleet_json(plans, top)
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        from rich.console import Console
+
+        Console(soft_wrap=False).print(plan_report.fleet_table(plans))
+    for sp in plans:
+        if isinstance(sp.outcome, LlmdeployError):
+            _err(f"error: {sp.label}: {sp.outcome.message}")
+    code = worst_exit_code(sp.exit_code for sp in plans)
+    if code:
+        raise typer.Exit(code)
 
 
 # --- validate ---------------------------------------------------------------------------------
@@ -755,6 +932,43 @@ def _presets_show(name: str, spec: bool) -> None:
 
 
 @app.command()
+def models(
+    filter_text: Annotated[
+        str,
+        typer.Argument(
+            metavar="[FILTER]",
+            help="Show the models whose name, Hugging Face id, pre-quantized release or "
+            "model type contains this (case-insensitive).",
+            show_default=False,
+        ),
+    ] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """List the model catalog: the names `model.architecture` takes, the Hugging Face ids
+    they are known by, and their pre-quantized releases (which `plan` searches)."""
+    _run(_models, filter_text, as_json)
+
+
+def _models(filter_text: str, as_json: bool) -> None:
+    from llmdeploy.catalog import models as catalog
+    from llmdeploy.cli import model_report
+
+    found = catalog.catalog(filter_text)
+    if not found:
+        close = catalog.closest(filter_text, cutoff=0.6)
+        hint = f" (did you mean {close!r}?)" if close else ""
+        raise UsageError(f"no catalog model matches {filter_text!r}{hint}")
+    if as_json:
+        import json
+
+        sys.stdout.write(json.dumps(model_report.to_json(found), indent=2) + "\n")
+        return
+    from rich.console import Console
+
+    Console(soft_wrap=False).print(model_report.table(found))
+
+
+@app.command()
 def schema(
     output: Annotated[
         Optional[Path], typer.Option("--output", "-o", help="Write to a file.")  # noqa: UP045
@@ -814,9 +1028,7 @@ def _init(preset: str, output: str, overwrite: bool) -> None:
 
     path = pipeline.preset_path(preset)
     if path is None:
-        raise UsageError(
-            f"unknown preset {preset!r}; available: {', '.join(pipeline.preset_names())}"
-        )
+        raise pipeline.unknown_preset(preset)
     from llmdeploy.spec.starter import starter_spec
 
     text = starter_spec(path.read_text(encoding="utf-8"), preset)

@@ -215,3 +215,69 @@ def _stage_table(s: Sizing) -> RenderableType:
             str(x.num_gpu_blocks),
         )
     return table
+
+
+def exit_code(sizing: Sizing, performance: Performance | None) -> int:
+    """0 fits and meets (or has no latency target), 4 does not fit, 8 misses the SLO."""
+    from llmdeploy.errors import ExitCode
+
+    if not sizing.fits:
+        return int(ExitCode.DOES_NOT_FIT)
+    if performance is not None and performance.meets_slo is False:
+        return int(ExitCode.MISSES_SLO)
+    return int(ExitCode.OK)
+
+
+def fleet_json(rows: list[tuple[str, str, Any, int]]) -> dict[str, Any]:
+    """``size DIR --json``: each spec's ``size --json`` document (or its error), in order."""
+    from llmdeploy.errors import LlmdeployError, worst_exit_code
+
+    specs = []
+    for label, _, outcome, code in rows:
+        entry: dict[str, Any] = {"spec": label, "exit_code": code}
+        if isinstance(outcome, LlmdeployError):
+            entry["error"] = outcome.message
+        else:
+            entry |= document(outcome.sizing, outcome.performance)
+        specs.append(entry)
+    return {"exit_code": worst_exit_code(row[-1] for row in rows), "specs": specs}
+
+
+def fleet_table(rows: list[tuple[str, str, Any, int]]) -> RenderableType:
+    """``size DIR``: one row per spec (by its name): where it runs, KV cache, the verdicts,
+    $/h, its exit code."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from llmdeploy.cli.perf_report import verdict
+    from llmdeploy.errors import LlmdeployError
+
+    t = Table(title="one row per spec (on-demand $; p99 ms)", title_justify="left", box=None,
+              padding=(0, 1), pad_edge=False)  # fmt: skip
+    for column in ("name", "instance", "TP", "KV GiB/GPU", "fits", "TTFT", "ITL", "SLO", "repl",
+                   "$/h", "exit"):  # fmt: skip
+        t.add_column(column, justify="left" if column in ("name", "instance", "fits", "SLO")
+                     else "right", overflow="fold" if column == "name" else "ellipsis")  # fmt: skip
+    for _, name, outcome, code in rows:
+        if isinstance(outcome, LlmdeployError):
+            t.add_row(name, "error", *["-"] * 8, str(code))
+            continue
+        s, p = outcome.sizing, outcome.performance
+        e = p.estimate if p is not None else None
+        cost = p.on_demand if p is not None else None
+        t.add_row(
+            name,
+            s.instance.name if s.instance else (s.gpu or "-"),
+            str(s.tp),
+            f"{s.kv_cache_gib_per_gpu:.2f}",
+            "yes" if s.fits else "NO",
+            f"{e.ttft_p99_ms:.0f}" if e else "-",
+            f"{e.itl_p99_ms:.1f}" if e else "-",
+            verdict(p) if p is not None else "-",
+            str(p.replicas_at_peak) if e and p else "-",
+            f"{cost.fleet_usd_per_hour:.2f}" if cost else "-",
+            str(code),
+        )
+    bad = sum(row[-1] != 0 for row in rows)
+    return Group(t, Text(f"{len(rows)} specs, {bad} with a non-zero exit code", style="dim"))

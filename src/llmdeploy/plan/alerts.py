@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from llmdeploy.plan.pod import startup_window_seconds
 from llmdeploy.plan.types import KV, AlertRule, AlertsPlan, WorkloadPlan
 from llmdeploy.spec.sections import Spec
 
@@ -17,16 +18,6 @@ KV_FULL = 0.95
 
 def _minutes(seconds: int) -> str:
     return f"{max(1, math.ceil(seconds / 60))}m"
-
-
-def startup_seconds(workload: WorkloadPlan) -> int:
-    """The longest startupProbe window: how long a fresh replica may take to serve."""
-    windows = [
-        c.startup_probe.period * c.startup_probe.failure_threshold
-        for c in workload.containers
-        if c.startup_probe is not None
-    ]
-    return max(windows, default=0)
 
 
 def alerts_plan(
@@ -47,7 +38,7 @@ def alerts_plan(
             expr=f"absent({scaler_query})",
             # A fresh deployment has no series until its first replica serves: wait as long as
             # the startupProbe allows before calling the pipeline broken.
-            for_=_minutes(startup_seconds(workload) + 300),
+            for_=_minutes(startup_window_seconds(workload) + 300),
             severity="critical",
             summary=f"{where}: the metric KEDA scales on is missing",
             description=(

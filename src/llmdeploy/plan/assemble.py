@@ -1,6 +1,6 @@
 """Assembling the plan: everything engine-independent around an engine's part (NodePool,
-EC2NodeClass, Service, ServiceAccount, PDB, NetworkPolicy, monitors, the KEDA ScaledObject),
-which objects exist and in what order.
+EC2NodeClass, Service, ServiceAccount, PDB, NetworkPolicy, monitors, the KEDA ScaledObject of
+``plan.scaling``), which objects exist and in what order.
 
 Input: a validated spec, the chosen instance, and the :class:`EngineParts` the engine's
 ``plan`` returned. Output: a frozen :class:`~llmdeploy.plan.types.Plan` that templates only fill
@@ -14,17 +14,24 @@ from dataclasses import dataclass
 
 from llmdeploy import __version__
 from llmdeploy.catalog.ec2 import Instance
-from llmdeploy.errors import SpecFieldError
+from llmdeploy.errors import Notice, SpecFieldError
 from llmdeploy.plan.alerts import alerts_plan
-from llmdeploy.plan.group import LWS_API_VERSION, LWS_KIND, group_plan, leader_selector
+from llmdeploy.plan.group import group_plan, leader_selector
 from llmdeploy.plan.names import labels_for, pool_name
 from llmdeploy.plan.nodes import nodeclass_plan, nodepool_plan
+from llmdeploy.plan.pod import (
+    MAX_BACKOFF_SECONDS,
+    gpus_per_pod,
+    pods_per_node,
+    progress_deadline_seconds,
+)
 from llmdeploy.plan.prometheus import PrometheusPlan, prometheus_plan
+from llmdeploy.plan.rollout import rollout_plan
+from llmdeploy.plan.scaling import scaler_plan
 from llmdeploy.plan.types import (
     KV,
     ConfigEntry,
     ExtraFile,
-    GroupPlan,
     JobPlan,
     Meta,
     MonitorPlan,
@@ -32,7 +39,6 @@ from llmdeploy.plan.types import (
     Plan,
     Port,
     Resource,
-    ScalerPlan,
     TemplateText,
     WorkloadPlan,
 )
@@ -63,53 +69,9 @@ KIND_ORDER = (
     "TriggerAuthentication",
     "ScaledObject",
 )
-# KEDA fallback behavior: while the metric cannot be read keep the current count, or the
-# fallback replicas if higher (kedacore/keda@v2.20.2 pkg/fallback/fallback.go doFallback).
-FALLBACK_BEHAVIOR = "currentReplicasIfHigher"
 # Alerts for Prometheus servers without the operator (Amazon Managed Prometheus takes this file:
 # aws amp create-rule-groups-namespace --data fileb://prometheus-rules.yml).
 RULES_FILE = "prometheus-rules.yml"
-
-
-def scaler_plan(
-    spec: Spec, query: str, prom: PrometheusPlan, group: GroupPlan | None = None
-) -> ScalerPlan:
-    """KEDA's ScaledObject: the Deployment, or the LeaderWorkerSet through its scale
-    subresource, whose replicas are whole groups (its HPA selector picks the leaders:
-    ``+kubebuilder:subresource:scale:...selectorpath=.status.hpaPodSelector``)."""
-    a = spec.autoscaling
-    api_version, kind = ("apps/v1", "Deployment") if group is None else (LWS_API_VERSION, LWS_KIND)
-    return ScalerPlan(
-        min_replicas=a.min_replicas,
-        max_replicas=a.max_replicas,
-        polling_interval=a.polling_interval,
-        cooldown_period=a.cooldown_period,
-        server_address=prom.address,
-        query=query,
-        threshold=str(a.queue_threshold),
-        # Only the 0 <-> 1 step uses it (active iff value > activationThreshold,
-        # prometheus_scaler.go GetMetricsAndActivity); minReplicas >= 1, written out anyway.
-        activation_threshold="0",
-        # With the default (true) an empty result reads as 0 with no error, so a broken scrape
-        # scales the fleet in and the fallback never applies (prometheus_scaler.go
-        # ExecutePromQuery); "false" makes it a failed read that counts toward the fallback.
-        ignore_null_values="false",
-        fallback_failures=a.fallback.failure_threshold,
-        fallback_replicas=a.fallback.replicas or a.min_replicas,
-        fallback_behavior=FALLBACK_BEHAVIOR,
-        # A GPU replica takes minutes to become ready: add at most 2 replicas (1 group of
-        # several nodes) per 2 minutes, and remove one per 5 minutes after the stabilization
-        # window, so a short lull does not drop capacity that takes long to get back.
-        scale_up_pods=2 if group is None else 1,
-        scale_up_period=120,
-        scale_down_window=a.scale_down_stabilization,
-        scale_down_pods=1,
-        scale_down_period=300,
-        aws_region=prom.aws_region,
-        auth_ref=prom.trigger_auth.name if prom.trigger_auth else None,
-        target_api_version=api_version,
-        target_kind=kind,
-    )
 
 
 def selection_labels(spec: Spec, prom: PrometheusPlan) -> tuple[KV, ...]:
@@ -157,6 +119,7 @@ def netpol_plan(
         scraper_labels=prom.scraper_labels,
         metrics_ports=metrics_ports,
         peer_selector=peers,
+        client_cidrs=n.load_balancer_cidrs,
     )
 
 
@@ -194,6 +157,7 @@ class EngineParts:
     # the worker pods of a replica on ``nodes`` nodes (the leader is ``workload``)
     worker: WorkloadPlan | None = None
     nodes: int = 1
+    notices: tuple[Notice, ...] = ()  # the engine's notes and warnings, located at a field
 
 
 def require_aws_identity(spec: Spec, parts: EngineParts) -> None:
@@ -220,6 +184,12 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
     selected_by = parts.meta.labels + selection_labels(spec, prom)
     monitor = monitor_plan(spec, parts.monitor_port, selected_by, parts.monitor_path)
     workload, group = parts.workload, None
+    if pods_per_node(instance, gpus_per_pod(spec)) > 1:
+        # Several replicas share a node, as the cost figure packs them (perf.assess
+        # fleet_nodes): no zone spread, which Karpenter treats as required until a pod cannot
+        # be placed (kubernetes-sigs/karpenter@v1.14.1 pkg/controllers/provisioning/scheduling/
+        # preferences.go Relax), so it would launch a node per zone for pods one node holds.
+        workload = dataclasses.replace(workload, topology_key=None)
     if parts.worker is not None:
         # no zone spread: the NodePool keeps every node of the group in one zone
         workload = dataclasses.replace(workload, topology_key=None)
@@ -264,6 +234,15 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         "TriggerAuthentication": prom.trigger_auth is not None and scaled,
         "ScaledObject": scaled,
     }
+    # One serving pod's cold start; a pod of a new engine waits for its build Job, then for the
+    # kubelet's next retry of the artifacts' copy.
+    cold_start = progress_deadline_seconds(
+        workload, parts.job.active_deadline_seconds + MAX_BACKOFF_SECONDS if parts.job else 0
+    )
+    scaler, scaler_notices = scaler_plan(spec, parts.scaler_query, prom, cold_start, group)
+    rollout = rollout_plan(spec, instance)  # a LeaderWorkerSet's: plan.group
+    if group is None and rollout.notice is not None:
+        scaler_notices += (rollout.notice,)
     sa_annotations: tuple[KV, ...] = ()
     if spec.service_account.iam_role_arn:
         sa_annotations = (KV("eks.amazonaws.com/role-arn", spec.service_account.iam_role_arn),)
@@ -276,7 +255,7 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         workload=workload,
         service_ports=parts.service_ports,
         service_account_annotations=sa_annotations,
-        scaler=scaler_plan(spec, parts.scaler_query, prom, group),
+        scaler=scaler,
         monitor=monitor,
         netpol=netpol,
         pdb_max_unavailable=1,
@@ -286,12 +265,15 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         group=group,
         extra_files=extra_files,
         header_command=header_command,
-        notices=prom.notices,
+        notices=prom.notices + parts.notices + scaler_notices,
         prometheus_rbac=prom.rbac,
         query_access=prom.query_access,
         trigger_auth=prom.trigger_auth,
         alerts=alerts,
         job=parts.job,
+        progress_deadline=cold_start,
+        max_surge=rollout.max_surge,
+        max_unavailable=rollout.max_unavailable,
     )
 
 

@@ -26,10 +26,17 @@ GROUP_SIZE_ENV = "LWS_GROUP_SIZE"
 # joined its process group: the group would never start (pod_controller.go defers the worker
 # StatefulSet "because leader pod is not ready").
 STARTUP_POLICY = "LeaderCreated"
-# Any pod or container restart recreates the whole group (the LWS default): the leader's
-# process group cannot take a restarted worker back, so a lone restart would leave the group
-# hung rather than serving.
-RESTART_POLICY = "RecreateGroupOnPodRestart"
+# A pod or container restart recreates the whole group, but only once no pod of the group is
+# Pending (LWS >= v0.9 field; pod_controller.go handleRestartPolicy skips the recreation while
+# pendingPodsInGroup finds a Pending pod or fewer pods than the group's size): the leader's
+# process group cannot take a restarted worker back, so after the start a lone restart would
+# leave the group hung rather than serving, while during the start RecreateGroupOnPodRestart
+# (the default) deleted every pod when one node's init container restarted, and every node
+# synced the checkpoint again. An init container's restart count stays above 0 after the pod
+# starts (pod_utils.go ContainerRestarted), so the group is still recreated when that pod is
+# the last to leave Pending: the S3 sync therefore retries inside its container
+# (plan.loading.retrying) and exits only past its deadline.
+RESTART_POLICY = "RecreateGroupAfterStart"
 # One headless Service per group, named after its leader pod. With the Shared policy the
 # headless Service is named like the LeaderWorkerSet, and the controller reuses an existing
 # Service of that name (CreateHeadlessServiceIfNotExists): llmdeploy's ClusterIP Service, which

@@ -5,7 +5,6 @@ volume and the S3 init container (docs/production.md §3)."""
 from __future__ import annotations
 
 import math
-import shlex
 from dataclasses import dataclass
 
 from llmdeploy.plan.pod import fetch_deadline_seconds
@@ -35,13 +34,37 @@ CACHE_EXTRA_GIB = 10
 EXCLUDED_FROM_SYNC = ("original/*",)
 
 
+# Seconds between two attempts of the sync inside its init container.
+RETRY_PAUSE_SECONDS = 10
+
+
+def retrying(deadline: int, tool: str) -> str:
+    """A POSIX sh script that runs ``tool "$@"`` until it succeeds or ``deadline`` seconds have
+    passed, each attempt under ``timeout`` for what is left, and exits 1 after that. The
+    retries stay inside the container: the kubelet restarts a failed init container, and a
+    restart count above 0 makes a LeaderWorkerSet recreate the whole group once none of its pods
+    is Pending (kubernetes-sigs/lws@v0.10.0 pkg/controllers/pod_controller.go
+    handleRestartPolicy, pkg/utils/pod/pod_utils.go ContainerRestarted), so one slow or failed
+    attempt on one node would restart every node's sync. The tool's arguments come from the
+    container's ``args`` (``sh -c SCRIPT NAME ARGS...``), never from the script's text."""
+    return (
+        f"deadline={deadline}; end=$(($(date +%s) + deadline)); "
+        'while :; do left=$((end - $(date +%s))); [ "$left" -gt 0 ] || '
+        '{ echo "fetch-model: no complete sync in ${deadline} s" >&2; exit 1; }; '
+        f'timeout "$left" {tool} "$@" && exit 0; '
+        f'echo "fetch-model: sync failed, retrying in {RETRY_PAUSE_SECONDS} s" >&2; '
+        f"sleep {RETRY_PAUSE_SECONDS}; done"
+    )
+
+
 def fetch_container(
     spec: Spec, s3_uri: str, cache: int, run_as_user: int, size: tuple[str, str]
 ) -> Container:
-    """The init container that syncs the checkpoint from S3, under a deadline (`timeout`: init
-    containers have none of their own, and the pod-wide activeDeadlineSeconds would also end
-    the server), sized for the cache (an upper bound of the download) at
-    ``startup.downloadGbps``.
+    """The init container that syncs the checkpoint from S3, retrying until a deadline
+    (:func:`retrying`; init containers have no deadline of their own, and the pod-wide
+    activeDeadlineSeconds would also end the server), sized for the cache (an upper bound of
+    the download) at ``startup.downloadGbps``. A sync that is retried only fetches what is
+    still missing.
 
     IRSA: s5cmd, built for throughput (a global --numworkers pool of files and --concurrency
     parts per file; "if you have a few, large files to download ... setting --concurrency to a
@@ -50,7 +73,7 @@ def fetch_container(
     v1 1.47.11 (AWS CLI v2 2.15.0; EKS user guide, pod-id-minimum-sdk), with more concurrent
     requests and larger parts than its defaults of 10 and 8 MB
     (docs.aws.amazon.com/cli/latest/topic/s3-config.html)."""
-    deadline = str(fetch_deadline_seconds(spec, cache))
+    deadline = fetch_deadline_seconds(spec, cache)
     dest = f"{MODEL_DIR}/model"
     excludes = [word for pattern in EXCLUDED_FROM_SYNC for word in ("--exclude", pattern)]
     if spec.service_account.pod_identity:
@@ -58,19 +81,15 @@ def fetch_container(
             [
                 f"aws configure set default.s3.max_concurrent_requests {AWS_CLI_CONCURRENCY}",
                 f"aws configure set default.s3.multipart_chunksize {AWS_CLI_CHUNK}",
-                shlex.join(
-                    [
-                        *("exec", "timeout", deadline, "aws", "s3", "sync"),
-                        *("--only-show-errors", "--no-progress", *excludes, s3_uri, dest),
-                    ]
-                ),
+                retrying(deadline, "aws"),
             ]
         )
         image = AWS_CLI_IMAGE
-        command: tuple[str, ...] = ("/bin/sh", "-c")
-        args: tuple[str, ...] = (script,)
+        args: tuple[str, ...] = (
+            *("s3", "sync", "--only-show-errors", "--no-progress", *excludes, s3_uri, dest),
+        )
     else:
-        image, command = S5CMD_IMAGE, ("timeout", deadline, "/s5cmd")
+        image, script = S5CMD_IMAGE, retrying(deadline, "/s5cmd")
         args = (
             *("--log", "error", "--numworkers", str(S5CMD_WORKERS), "sync"),
             *("--concurrency", str(S5CMD_PARTS), *excludes),
@@ -80,7 +99,7 @@ def fetch_container(
     return Container(
         name="fetch-model",
         image=image,
-        command=command,
+        command=("/bin/sh", "-c", script, "fetch-model"),
         args=args,
         env=(EnvVar("HOME", "/tmp"),),
         ports=(),
@@ -88,6 +107,7 @@ def fetch_container(
         # TLS at several Gbit/s needs cores; a few GiB cover the tools' part buffers.
         resources=Resources(cpu=size[0], memory=size[1], ephemeral_storage=None, gpus=0),
         run_as_user=run_as_user,
+        deadline_seconds=deadline,
     )
 
 

@@ -17,6 +17,7 @@ from llmdeploy.plan.capacity import SPOT_FLEXIBILITY_TYPES, allowed_instances, p
 from llmdeploy.plan.group_checks import group_findings
 from llmdeploy.plan.nodes import ami_alias
 from llmdeploy.plan.pod import POD_FLOOR_CPU_MILLI, POD_FLOOR_MEMORY_MIB, pods_per_node, shm_gib
+from llmdeploy.plan.rollout import gpu_limit_findings
 from llmdeploy.sizing.requests import reserve_of
 from llmdeploy.spec.checks import is_set
 from llmdeploy.spec.sections import Spec
@@ -28,6 +29,8 @@ def node_findings(spec: Spec, instance: Instance | None, nodes: int = 1) -> list
     found = _kubernetes_version(spec) or _ami(spec, instance)
     if instance is not None:
         found += group_findings(spec, instance, nodes)
+        if nodes == 1:  # a LeaderWorkerSet's groups: group_findings
+            found += gpu_limit_findings(spec, instance)
         found += _pod_fits(spec, instance)
         found += _expiry(spec, instance, nodes)
         found += _spot(spec, instance, nodes)

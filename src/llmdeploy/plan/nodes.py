@@ -57,12 +57,7 @@ def nodepool_plan(
         labels=labels,
         requirements=tuple(reqs),
         taints=(Toleration(GPU_RESOURCE, "Equal", "NoSchedule", "true"),),
-        # nvidia.com/gpu.present lets the stock NVIDIA device-plugin chart schedule onto these
-        # nodes without node-feature-discovery.
-        node_labels=(
-            KV("llmdeploy.dev/gpu", instance.gpu.karpenter_name),
-            KV("nvidia.com/gpu.present", "true"),
-        ),
+        node_labels=node_labels(spec, instance),
         expire_after=spec.cluster.expire_after,
         # Cap on draining a node that expires while pods carry karpenter.sh/do-not-disrupt.
         termination_grace_period="1h",
@@ -74,6 +69,21 @@ def nodepool_plan(
         gpu_limit=spec.cluster.gpu_limit,
         weight=50,
     )
+
+
+def node_labels(spec: Spec, instance: Instance) -> tuple[KV, ...]:
+    """Labels on every node of the pool. On AL2023, ``nvidia.com/gpu.present`` lets the stock
+    NVIDIA device-plugin chart schedule onto the nodes without node-feature-discovery (its
+    DaemonSet's node affinity ORs ``feature.node.kubernetes.io/pci-10de.present``,
+    ``cpu-model.vendor_id: NVIDIA`` and ``nvidia.com/gpu.present``: NVIDIA/k8s-device-plugin
+    deployments/helm/nvidia-device-plugin/values.yaml). Bottlerocket's NVIDIA variants run the
+    device plugin themselves (``settings.kubelet-device-plugins.nvidia``,
+    bottlerocket.dev api/settings/kubelet-device-plugins), so there the label would pull a
+    second plugin onto the node, competing to register ``nvidia.com/gpu``."""
+    labels: tuple[KV, ...] = (KV("llmdeploy.dev/gpu", instance.gpu.karpenter_name),)
+    if ami_alias(spec, instance).startswith("al2023@"):
+        labels += (KV("nvidia.com/gpu.present", "true"),)
+    return labels
 
 
 # Container images and system files on the root volume, GiB (vLLM and Triton images are 10-20 GB).

@@ -111,6 +111,50 @@ def fetch_deadline_seconds(spec: Spec, model_gib: float) -> int:
     )
 
 
+# From a pod the scheduler cannot place to its first init container running: Karpenter launches
+# a GPU node, it registers, the NVIDIA device plugin advertises its GPUs, and the kubelet pulls
+# and unpacks a 10-20 GB serving image. llmdeploy's allowance, not a measurement (inference:
+# GPU nodes take 3-6 minutes to become Ready, an image of that size several more to pull).
+NODE_START_SECONDS = 900
+# The kubelet's longest back-off between restarts of a failing container (MaxContainerBackOff,
+# kubernetes/kubernetes pkg/kubelet/kubelet.go): how late a pod notices what it waited for.
+MAX_BACKOFF_SECONDS = 300
+
+
+def startup_window_seconds(workload: WorkloadPlan) -> int:
+    """The longest startupProbe window of the pod's containers: how long a server may take to
+    answer once its init containers are done."""
+    windows = [
+        c.startup_probe.period * c.startup_probe.failure_threshold
+        for c in workload.containers
+        if c.startup_probe is not None
+    ]
+    return max(windows, default=0)
+
+
+def progress_deadline_seconds(workload: WorkloadPlan, wait_seconds: int = 0) -> int:
+    """``progressDeadlineSeconds`` of the Deployment: the longest one new pod may take from its
+    creation to Ready. The deployment controller reports ``ProgressDeadlineExceeded`` when no
+    pod was created, became ready or available and no old one was removed for that long
+    (kubernetes/kubernetes@277391ee pkg/controller/deployment/util/deployment_util.go
+    DeploymentProgressing, DeploymentTimedOut); a rollout adds one pod at a time, so each step
+    waits for one cold start: a node (``NODE_START_SECONDS``), what the pod waits for before
+    its init containers can succeed (``wait_seconds``: the engine build Job, then the kubelet's
+    back-off), every init container's deadline, the startupProbe window and one readiness
+    window. Whole minutes."""
+    init = sum(c.deadline_seconds or 0 for c in workload.init_containers)
+    readiness = max(
+        (
+            c.readiness_probe.period * c.readiness_probe.failure_threshold
+            for c in workload.containers
+            if c.readiness_probe is not None
+        ),
+        default=0,
+    )
+    seconds = NODE_START_SECONDS + wait_seconds + init + startup_window_seconds(workload)
+    return int(math.ceil((seconds + readiness) / 60.0) * 60)
+
+
 def startup_probe(path: str, port: str, budget_seconds: int) -> Probe:
     period = 10
     return Probe(

@@ -21,6 +21,8 @@ Each flavour's facts come from its published manifests (docs/production.md §7):
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 
 from llmdeploy.errors import Notice
@@ -40,6 +42,24 @@ PROMETHEUS_PORT = 9090
 # (kedacore/keda@v2.20.2 config/manager/manager.yaml) label that pod `app: keda-operator`.
 KEDA_OPERATOR_LABELS = (KV("app", "keda-operator"),)
 KPS_CHART = "kube-prometheus-stack"
+_DURATION = re.compile(r"^(\d+)(ms|s|m)$")
+
+
+def interval_seconds(interval: str) -> float:
+    """Seconds of a Prometheus duration as the spec writes `monitoring.interval` (15s, 500ms,
+    1m)."""
+    match = _DURATION.fullmatch(interval)
+    assert match is not None  # the spec's pattern
+    value, unit = int(match[1]), match[2]
+    return value / 1000 if unit == "ms" else value * (60 if unit == "m" else 1)
+
+
+def signal_window_seconds(spec: Spec) -> int:
+    """The range the scaling signal is averaged (or its rate taken) over: four scrape
+    intervals, at least a minute, so one scrape's burst moves the average by at most a
+    quarter, and the range always holds samples (Prometheus's avg_over_time and rate() read
+    the samples inside it; rate() needs two)."""
+    return max(60, math.ceil(4 * interval_seconds(spec.monitoring.interval)))
 
 
 @dataclass(frozen=True)

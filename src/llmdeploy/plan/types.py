@@ -72,6 +72,9 @@ class Container:
     read_only_root: bool = True
     run_as_user: int | None = None
     pre_stop_sleep: int | None = None
+    # an init container: the longest it runs (the `timeout` its command runs under), for the
+    # Deployment's progress deadline; None: no deadline of its own, as good as instant
+    deadline_seconds: int | None = None
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,7 @@ class ScalerPlan:
     fallback_failures: int
     fallback_replicas: int
     fallback_behavior: str
+    scale_up_window: int
     scale_up_pods: int
     scale_up_period: int
     scale_down_window: int
@@ -293,6 +297,7 @@ class NetpolPlan:
     metrics_ports: tuple[int, ...]
     # pods of one replica group talk to each other on any port (NCCL, the distributed store)
     peer_selector: tuple[KV, ...] = ()
+    client_cidrs: tuple[str, ...] = ()  # load balancers that send to pod IPs (ipBlock)
 
 
 @dataclass(frozen=True)
@@ -371,3 +376,8 @@ class Plan:
     alerts: AlertsPlan | None = None
     notices: tuple[Notice, ...] = ()  # warnings and assumptions the CLI prints, located
     job: JobPlan | None = None
+    # Deployment progressDeadlineSeconds: one new pod's cold start (plan.pod)
+    progress_deadline: int = 600
+    # Deployment rollingUpdate, from the GPU headroom (plan.rollout)
+    max_surge: int = 1
+    max_unavailable: str = "0"  # an int or a percentage

@@ -50,6 +50,17 @@ def resolve(spec: Spec, spec_dir: Path | None, runtime: frozenset[str]) -> Check
     if repo is not None and repo.hf_id != arch.hf_id:
         arch = _published_repo(arch, repo, ref, model_id)
     notices = _agree(spec, arch, runtime)
+    typo = models.misspelt_repo(model_id, arch.name)
+    if typo is not None:
+        notices += (
+            Notice(
+                "model.id",
+                f"model.id {model_id} is not a repo the catalog knows (did you mean {typo!r}?): "
+                "the server downloads exactly this id",
+                severity="warning",
+                hint=f"set model.id: {typo}",
+            ),
+        )
     return Checkpoint(arch, notices)
 
 

@@ -7,6 +7,7 @@ sources and the calibration residuals are in ``docs/sizing.md``; the short tags 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -261,11 +262,33 @@ def checkpoint_bytes(a: Architecture) -> float:
     load. Runtime quantization (``--quantization fp8``) does not change what is downloaded.
     """
     if a.quantization is None:
-        return float(a.total_params * stored_dtype_bytes(a))
+        return float(a.total_params * stored_dtype_bytes(a)) + mtp_bytes(a)
     stored = Sharding(tp=1, mxfp4_align=(1, 1))  # kernels pad at load, files are not padded
     parts = weight_breakdown(a, a.quantization, 1, dt=stored_dtype_bytes(a), sharding=stored)
     parts.pop("rope_cache", None)
-    return sum(parts.values())
+    return sum(parts.values()) + mtp_bytes(a)
+
+
+def mtp_bytes(a: Architecture) -> float:
+    """Bytes of the multi-token-prediction layers a checkpoint stores after its decoder
+    (DeepSeek-V3/R1: model.layers.61, "685B on HF incl. 14B MTP module"), which vLLM skips when
+    it loads the model for serving (``get_spec_layer_idx_from_weight_name`` ... "skip spec
+    decode layers for main model", vllm/model_executor/models/deepseek_v2.py@v0.19.0
+    load_weights), so they are downloaded and cached but take no GPU memory. Each is one
+    decoder layer like the last, in the checkpoint's format, with its own copies of the
+    embedding and the head (embed_tokens, shared_head), two norms and eh_proj (2h -> h,
+    16-bit)."""
+    if not a.mtp_layers:
+        return 0.0
+    last = a.layer_attention[-1:] if a.layer_attention else ()
+    one = dataclasses.replace(
+        a, num_layers=1, dense_layers=0, layer_attention=last, mtp_layers=0, layer_shape_list=()
+    )
+    stored = Sharding(tp=1, mxfp4_align=(1, 1))
+    parts = weight_breakdown(one, a.quantization, 1, dt=stored_dtype_bytes(a), sharding=stored)
+    parts.pop("rope_cache", None)
+    eh_proj = 2 * a.hidden_size * a.hidden_size + 2 * a.hidden_size  # weight, enorm + hnorm
+    return a.mtp_layers * (sum(parts.values()) + eh_proj * stored_dtype_bytes(a))
 
 
 # --- activation, non-torch, CUDA graphs ------------------------------------------------------

@@ -47,10 +47,11 @@ Path_ = tuple[str | int, ...]
 class LoadedSpec:
     spec: Spec
     path: Path | None  # None for a built-in preset
-    label: str  # what diagnostics and headers call the file
+    label: str  # what diagnostics call the file
     positions: Mapping[Path_, tuple[int, int]] = field(default_factory=dict, compare=False)
     lines: tuple[str, ...] = field(default=(), compare=False)
     text: str = field(default="", compare=False)
+    header_name: str | None = None  # what generated files' headers call it (None: ``label``)
 
     @functools.cached_property
     def _where(self) -> Mapping[Path_, tuple[int, int]]:

@@ -9,6 +9,7 @@ that need catalogs or arithmetic live in ``size`` and ``plan``.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import operator
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -360,8 +361,16 @@ class Slo(SpecModel):
 class Fallback(SpecModel):
     """What KEDA does when it cannot read the metric (KEDA `fallback`)."""
 
-    failure_threshold: int = Field(
-        3, ge=1, le=100, description="Consecutive failed reads before the fallback applies."
+    failure_threshold: int | None = Field(
+        None,
+        ge=1,
+        le=10_000,
+        description=(
+            "Consecutive failed reads before the fallback applies. Default: 3 when `replicas` "
+            "is `minReplicas`; above it, as many reads as KEDA makes during one replica's cold "
+            "start, so a fresh deploy, whose metric does not exist until its first replica "
+            "serves, does not scale to `replicas` (docs/production.md §8)."
+        ),
     )
     replicas: int | None = Field(
         None,
@@ -417,6 +426,18 @@ class Autoscaling(SpecModel):
     )
     scale_down_stabilization: int = Field(
         600, ge=0, le=3600, description="HPA scale-down stabilization window (seconds)."
+    )
+    scale_up_stabilization: int | None = Field(
+        None,
+        ge=0,
+        le=3600,
+        description=(
+            "HPA scale-up stabilization window (seconds): the HPA adds replicas only when every "
+            "recommendation of that window asks for them. Default: the signal's averaging "
+            "window plus the HPA's 15 s sync, so no single scrape scales out. Delays a needed "
+            "scale-out by as much, against minutes of node launch and model load "
+            "(docs/production.md §8)."
+        ),
     )
     prometheus_address: str | None = Field(
         None,
@@ -528,6 +549,28 @@ class Network(SpecModel):
             "`monitoring.prometheus` the metrics port, nothing else."
         ),
     )
+    load_balancer_cidrs: tuple[str, ...] = Field(
+        (),
+        strict=False,  # a YAML list
+        max_length=20,
+        description=(
+            "Source CIDRs admitted to the serving ports besides the client namespaces' pods: "
+            "the subnets of a load balancer that sends to pod IPs (AWS Load Balancer "
+            "Controller target type `ip`: NLB or ALB nodes, and their health checks, connect "
+            "from their own addresses, which no namespace selector matches), e.g. "
+            "10.0.0.0/16."
+        ),
+    )
+
+    @field_validator("load_balancer_cidrs")
+    @classmethod
+    def _cidrs(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for cidr in v:
+            try:
+                ipaddress.ip_network(cidr, strict=True)
+            except ValueError as exc:
+                raise ValueError(f"{cidr!r} is not a CIDR block ({exc})") from None
+        return v
 
     @field_validator("client_namespaces")
     @classmethod

@@ -61,6 +61,7 @@ from llmdeploy.engines.trtllm.serving import (
 )
 from llmdeploy.engines.trtllm.spec import TrtllmEngine
 from llmdeploy.errors import Diagnostic, SpecError
+from llmdeploy.plan.prometheus import signal_window_seconds
 from llmdeploy.plan.types import KV, ConfigEntry, EnvVar, Mount, Port, TemplateText
 from llmdeploy.spec.sections import Spec
 
@@ -75,6 +76,8 @@ class InitContainerSpec:
     args: tuple[str, ...]
     env: tuple[EnvVar, ...]
     mounts: tuple[Mount, ...]
+    # runs under `timeout`, sized for the engine cache's download (a hung copy is retried)
+    downloads: bool = False
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,7 @@ def plan_trtllm(
         KV("max_num_tokens", str(num_tokens)),
         KV("paged_context_fmha", str(paged_context_fmha).lower()),
     )
-    query, rationale = waiting_query(trtllm, spec.namespace, name)
+    query, rationale = waiting_query(trtllm, spec.namespace, name, signal_window_seconds(spec))
     models_rw, config_ro = Mount(MODEL_VOLUME, MODEL_ROOT), Mount(CONFIG_VOLUME, CONFIG_DIR, True)
     init = (
         InitContainerSpec(
@@ -211,6 +214,7 @@ def plan_trtllm(
             (f"{CONFIG_DIR}/{FETCH_SCRIPT}",),
             (EnvVar("HOME", "/tmp"),),
             (models_rw, config_ro, Mount(TMP_VOLUME, "/tmp")),
+            downloads=True,
         ),
         InitContainerSpec(
             "assemble-model-repo",

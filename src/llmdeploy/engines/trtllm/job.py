@@ -58,9 +58,14 @@ from llmdeploy.spec.sections import Spec
 BUILD_SCRIPT = "build-engine.sh"
 PRECONDITION_EXIT = 3  # build-engine.sh `die`: wrong image, GPU, tools or files
 WORKSPACE = "/workspace"
-# amazon/aws-cli installs AWS CLI v2 at /usr/local/aws-cli (relocatable; bin/aws is a relative
-# link into dist/), so an init container copies it for the build script: no pip, no PyPI egress.
-AWS_CLI_SRC, AWS_CLI_DIR = "/usr/local/aws-cli", "/opt/llmdeploy/aws-cli"
+# amazon/aws-cli installs AWS CLI v2 at /usr/local/aws-cli (aws/aws-cli docker/Dockerfile runs
+# the bundle's installer): a version directory v2/<version> whose bin/aws is a relative link
+# into its dist/, and v2/current, an absolute link to that directory (aws/aws-cli
+# exe/assets/install: setup_install_bin `ln -s "../dist/aws"`, create_current_symlink
+# `ln -snf "$INSTALL_DIR" ...`). Copied as it is, v2/current dangles in the Triton image, so the
+# init container copies the directory it resolves to: bin/aws then resolves inside the copy,
+# no pip and no PyPI egress.
+AWS_CLI_CURRENT, AWS_CLI_DIR = "/usr/local/aws-cli/v2/current", "/opt/llmdeploy/aws-cli"
 RUN_AS_USER = 1000  # the NGC Triton image's `triton-server` user, as for the server
 
 
@@ -140,7 +145,7 @@ def plan_build_job(spec: Spec, instance: Instance, sizing: Sizing, t: TrtllmPlan
         EnvVar("USER", "triton-server"),
         EnvVar("TMPDIR", f"{WORKSPACE}/tmp"),
         EnvVar("HF_HOME", f"{WORKSPACE}/hf-home"),
-        EnvVar("AWS_CLI", f"{AWS_CLI_DIR}/v2/current/bin/aws"),
+        EnvVar("AWS_CLI", f"{AWS_CLI_DIR}/bin/aws"),
         EnvVar("OMPI_MCA_btl_vader_single_copy_mechanism", "none"),
     ]
     mounts = [
@@ -164,7 +169,7 @@ def plan_build_job(spec: Spec, instance: Instance, sizing: Sizing, t: TrtllmPlan
     copy_cli = Container(
         name="aws-cli",
         image=AWS_CLI_IMAGE,
-        command=("cp", "-a", f"{AWS_CLI_SRC}/.", f"{AWS_CLI_DIR}/"),
+        command=("/bin/sh", "-c", f'cp -a "$(readlink -f {AWS_CLI_CURRENT})/." {AWS_CLI_DIR}/'),
         args=(),
         env=(),
         ports=(),

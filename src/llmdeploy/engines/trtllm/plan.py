@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import math
 
+from llmdeploy.catalog.amis import AL2023_NVIDIA_DRIVER_BRANCH, AL2023_NVIDIA_DRIVER_CUDA
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.engines.trtllm import decisions as trtllm
 from llmdeploy.engines.trtllm.job import BUILD_SCRIPT, plan_build_job
+from llmdeploy.engines.trtllm.releases import TRITON_CUDA
 from llmdeploy.engines.trtllm.serving import CONFIG_VOLUME, MODEL_VOLUME, TMP_VOLUME
 from llmdeploy.engines.trtllm.spec import TrtllmEngine
+from llmdeploy.errors import Notice
 from llmdeploy.plan.assemble import EngineParts
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
     checkpoint_gib,
+    fetch_deadline_seconds,
     liveness_probe,
     pod_resources,
     readiness_probe,
@@ -53,11 +57,14 @@ def plan_triton(spec: Spec, instance: Instance, sizing: Sizing, header_command: 
     cache_gib = _engine_cache_gib(weights_gib_total)
     ephemeral_gib = 30 + cache_gib
 
+    # The artifacts' copy runs under `timeout` (coreutils, in the AWS CLI image), sized like the
+    # vLLM S3 sync for the engine cache: a hung copy is killed and retried by the kubelet.
+    deadline = fetch_deadline_seconds(spec, cache_gib)
     init = tuple(
         Container(
             name=c.name,
             image=c.image,
-            command=c.command,
+            command=("timeout", str(deadline), *c.command) if c.downloads else c.command,
             args=c.args,
             env=c.env,
             ports=(),
@@ -65,6 +72,7 @@ def plan_triton(spec: Spec, instance: Instance, sizing: Sizing, header_command: 
             resources=Resources(cpu="2", memory="8Gi", ephemeral_storage=None, gpus=0),
             read_only_root=True,
             run_as_user=RUN_AS_USER,
+            deadline_seconds=deadline if c.downloads else None,
         )
         for c in t.init_containers
     )
@@ -126,4 +134,32 @@ def plan_triton(spec: Spec, instance: Instance, sizing: Sizing, header_command: 
         config_map_data=config,
         extra_files=(ExtraFile(BUILD_SCRIPT, script, executable=True),),
         job=job,
+        # fetch-artifacts copies the engine from artifactsS3Uri: IRSA or Pod Identity, as for
+        # vLLM's S3 sync (plan.assemble.require_aws_identity)
+        reads_s3=True,
+        notices=driver_notices(spec, engine),
+    )
+
+
+def driver_notices(spec: Spec, engine: TrtllmEngine) -> tuple[Notice, ...]:
+    """A Triton image built on a newer CUDA minor than the AL2023 NVIDIA AMI's driver runs
+    under CUDA minor-version compatibility: every CUDA 13.x application on a driver >= 580,
+    "with limited feature-set" (docs.nvidia.com/deploy/cuda-compatibility/
+    minor-version-compatibility.html): said, not refused."""
+    cuda = TRITON_CUDA.get(engine.triton_version)
+    alias = spec.cluster.ami_alias
+    if cuda is None or (alias is not None and not alias.startswith("al2023@")):
+        return ()
+    driver = AL2023_NVIDIA_DRIVER_CUDA
+    if cuda[0] != driver[0] or cuda <= driver:
+        return ()
+    return (
+        Notice(
+            "engine.tritonVersion",
+            f"Triton {engine.triton_version} is built on CUDA {cuda[0]}.{cuda[1]}; the AL2023 "
+            f"NVIDIA AMI's driver {AL2023_NVIDIA_DRIVER_BRANCH} is CUDA {driver[0]}.{driver[1]}'s, "
+            "so it runs under CUDA minor-version compatibility: features that need a newer "
+            "driver are unavailable, and PTX newer than the driver cannot be JIT-compiled",
+            severity="note",
+        ),
     )

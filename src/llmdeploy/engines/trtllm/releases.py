@@ -59,6 +59,11 @@ TRITON_TO_TRTLLM: Mapping[str, str] = MappingProxyType(
     }
 )
 
+# The CUDA release each supported Triton image is built on (COMPAT: 26.03 - 26.07 are 13.1.0).
+TRITON_CUDA: dict[str, tuple[int, int]] = {
+    release: (13, 1) for release in ("26.03", "26.04", "26.05", "26.06", "26.07")
+}
+
 # The first line without `trtllm-build` (REMOVAL: gone on main after the 1.2.x line; which
 # release first ships without it, 1.3.0 or 1.4.0, was not established, so 1.3.0 is the
 # conservative boundary).

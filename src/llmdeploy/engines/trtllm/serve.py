@@ -26,8 +26,6 @@ Facts and sources (/work/notes/trtllm-llmapi.md, docs/trtllm.md):
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,6 +37,7 @@ from llmdeploy.engines.trtllm.flags import require
 from llmdeploy.engines.trtllm.releases import DEFAULT_TRTLLM_VERSION
 from llmdeploy.engines.trtllm.spec import TrtllmEngine
 from llmdeploy.errors import Diagnostic, LlmdeployError, SpecError
+from llmdeploy.plan.prometheus import signal_window_seconds
 from llmdeploy.spec.sections import Spec
 
 IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:{v}"
@@ -186,16 +185,6 @@ def serve_plan(spec: Spec, instance: Instance, arch: Architecture, model_arg: st
     )
 
 
-_DURATION = re.compile(r"^(\d+)(ms|s|m)$")
-
-
-def _seconds(interval: str) -> float:
-    match = _DURATION.fullmatch(interval)
-    assert match is not None  # the spec's pattern
-    value, unit = int(match[1]), match[2]
-    return value / 1000 if unit == "ms" else value * (60 if unit == "m" else 1)
-
-
 def queue_query(spec: Spec) -> tuple[str, str]:
     """PromQL for the mean number of queued requests per deployment, and why.
 
@@ -204,7 +193,7 @@ def queue_query(spec: Spec) -> tuple[str, str]:
     a request finishes, so the signal lags by one request's duration (inference). The window is
     at least four scrape intervals, so ``rate()`` always has samples.
     """
-    window = max(60, math.ceil(4 * _seconds(spec.monitoring.interval)))
+    window = signal_window_seconds(spec)
     sel = f'namespace="{spec.namespace}",pod=~"{spec.name}-[a-z0-9]+-[a-z0-9]+"'
     return (
         f"sum(rate({QUEUE_TIME_SUM}{{{sel}}}[{window}s]))",

@@ -39,19 +39,23 @@ ALL_MODELS_CANDIDATES = (
 )
 
 
-def waiting_query(trtllm: str, namespace: str, name: str) -> tuple[str, str]:
-    """PromQL for queued requests per deployment, and why this metric (trtllm.md §5)."""
+def waiting_query(trtllm: str, namespace: str, name: str, window: int) -> tuple[str, str]:
+    """PromQL for queued requests per deployment, each pod's gauge averaged over the last
+    ``window`` seconds (one scrape's burst does not scale out), and why this metric
+    (trtllm.md §5)."""
     sel = f'namespace="{namespace}",pod=~"{name}-[a-z0-9]+-[a-z0-9]+",model="{TRTLLM_MODEL}"'
     if version_key(trtllm) >= version_key("0.18.2"):
         return (
-            f'sum(nv_trt_llm_request_metrics{{{sel},request_type="waiting"}})',
+            f'sum(avg_over_time(nv_trt_llm_request_metrics{{{sel},request_type="waiting"}}'
+            f"[{window}s]))",
             "nv_trt_llm_request_metrics request_type=waiting exists from Triton 25.04 / "
             "TensorRT-LLM 0.18.2 (custom_metrics_reporter.cc request_labels_).",
         )
     return (
-        f'sum(clamp_min(nv_trt_llm_request_metrics{{{sel},request_type="active"}} - '
-        f"ignoring(request_type) nv_trt_llm_request_metrics{{{sel},"
-        f'request_type="scheduled"}}, 0))',
+        f"sum(clamp_min(avg_over_time(nv_trt_llm_request_metrics{{{sel},"
+        f'request_type="active"}}[{window}s]) - ignoring(request_type) '
+        f"avg_over_time(nv_trt_llm_request_metrics{{{sel},"
+        f'request_type="scheduled"}}[{window}s]), 0))',
         "no waiting gauge before 0.18.2: active minus scheduled requests approximates the "
         "queue (inference); nv_inference_pending_request_count stays low because the "
         "batcher queues internally.",

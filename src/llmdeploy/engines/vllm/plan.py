@@ -13,6 +13,7 @@ from llmdeploy.plan.group import efa_devices, group_env
 from llmdeploy.plan.loading import cache_gib, model_loading
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
+    NODE_START_SECONDS,
     gpus_per_pod,
     liveness_probe,
     pod_resources,
@@ -23,6 +24,7 @@ from llmdeploy.plan.pod import (
     startup_probe,
     workload_plan,
 )
+from llmdeploy.plan.prometheus import signal_window_seconds
 from llmdeploy.plan.types import ConfigEntry, Container, EnvVar, Mount, Port, Volume
 from llmdeploy.sizing.types import Sizing
 from llmdeploy.spec.sections import Spec
@@ -114,6 +116,11 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         downloads_in_main=loading.mode == "huggingface",
         read_gib=read_gib(spec, sizing),
     )
+    if nodes > 1 and spec.startup.override_seconds is None:
+        # The leader's probes cover the group, and its startupProbe starts once its own init
+        # containers are done; the slowest worker's node may come up a node start later and
+        # then sync for its whole deadline before it joins.
+        budget += NODE_START_SECONDS + sum(c.deadline_seconds or 0 for c in weights.init_containers)
     config: tuple[ConfigEntry, ...] = ()
     if group.uses_scripts(dist):
         config, scripts_volume = group.scripts(spec)
@@ -136,7 +143,10 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     )
     served = spec.model.served_name or spec.model.id
     selector = f'{{namespace="{spec.namespace}",model_name="{_promql_escape(served)}"}}'
-    query = f"sum({flags.metric_name(engine.version, 'waiting')}{selector})"
+    # each replica's queue gauge averaged over the signal window: one scrape's burst moves it
+    # by a quarter at most (docs/production.md §8)
+    waiting = flags.metric_name(engine.version, "waiting")
+    query = f"sum(avg_over_time({waiting}{selector}[{signal_window_seconds(spec)}s]))"
     init, worker = weights.init_containers, None
     if nodes > 1:
         worker_init, worker_server = group.worker(spec, server, quantization, dist)
