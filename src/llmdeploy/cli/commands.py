@@ -592,11 +592,14 @@ def _size(
 
             cap = registry.get(engine).max_sequences_cap
             n = sequences_limit(result, floor=8, cap=cap)
-            result = size_with_suggestions(dataclasses.replace(req, max_num_seqs=n))
-            batching = (
-                f"max {n} sequences per replica: the KV cache holds {kv_sequences(result)} of "
-                f"{req.slo_input_tokens}+{req.slo_output_tokens} tokens (at most {cap})"
-            )
+            if n > result.max_num_seqs:  # the default would leave KV cache unusable
+                default = result.max_num_seqs
+                result = size_with_suggestions(dataclasses.replace(req, max_num_seqs=n))
+                batching = (
+                    f"max {n} sequences per replica, not the default {default}: the KV cache "
+                    f"holds {kv_sequences(result)} of {req.slo_input_tokens}+"
+                    f"{req.slo_output_tokens} tokens (at most {cap})"
+                )
         perf = pipeline.performance_of(None, result, ttft_ms=ttft_ms, itl_ms=itl_ms)
     else:
         if any(x is not None for x in load):

@@ -78,9 +78,12 @@ class Vllm:
         if spec.serving.max_num_seqs is not None or not sizing.fits:
             return spec, None
         # vLLM admits a request when its prompt fits and preempts (recomputes) the newest one
-        # when decode growth overflows the cache: a limit at what the cache holds at the SLO's
-        # lengths keeps the batch the cache allows without preemption storms
+        # when decode growth overflows the cache, so a default above what the cache holds
+        # costs nothing; one below it (256 on GPUs under 70 GiB) leaves the rest unusable and
+        # is raised to what the cache holds at the SLO's lengths
         n = sequences_limit(sizing, floor=8, cap=self.max_sequences_cap)
+        if n <= sizing.max_num_seqs:
+            return spec, None
         serving = spec.serving.model_copy(update={"max_num_seqs": n})
         why = (
             f"serving.maxNumSeqs {n}: the KV cache holds {kv_sequences(sizing)} sequences of "
