@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
 from llmdeploy.engines import registry
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -304,7 +305,7 @@ SECTION = EchoEngine
 
 FAKE_ENGINE = """
 from llmdeploy.engines.vllm.budget import vllm_budget
-from llmdeploy.plan.assemble import EngineParts
+from llmdeploy.plan.types import EngineParts
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import pod_resources, readiness_probe, workload_plan
 from llmdeploy.plan.types import Container, Port
@@ -394,3 +395,57 @@ def test_a_third_engine_is_one_folder_and_one_registry_line(tmp_path: Path) -> N
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "True"
+
+
+# Runs one command in a fresh interpreter and writes the modules it imported, one a line.
+IMPORTS_DRIVER = """
+import sys
+from llmdeploy.cli import main
+out, sys.argv = sys.argv[1], ["llmdeploy", *sys.argv[2:]]
+try:
+    main()
+except SystemExit:
+    pass
+with open(out, "w") as f:
+    f.write("\\n".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in load_script("benchmarks/bench.py").IMPORT_CASES if c[1]], ids=str
+)
+def test_each_command_imports_only_what_it_uses(
+    case: tuple[tuple[str, ...], tuple[str, ...]], tmp_path: Path
+) -> None:
+    """`size` imports no validator, `validate` no sizing, plan or performance model, quick-mode
+    `size` no spec model or YAML loader (issue 25; benchmarks/bench.py prints the same table
+    with `-X importtime`)."""
+    args, forbidden = case
+    rendered = tmp_path / "rendered"
+    if "{rendered}" in args:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "llmdeploy",
+                "render",
+                "-p",
+                "llama3-8b-vllm-g5",
+                "-o",
+                str(rendered),
+            ],
+            capture_output=True,
+            check=True,
+        )
+    words = [
+        w.replace("{rendered}", str(rendered)).replace("{out}", str(tmp_path / "o")) for w in args
+    ]
+    listing = tmp_path / "modules.txt"
+    env = {k: v for k, v in os.environ.items() if k != "LLMDEPLOY_CRD_DIR"}
+    subprocess.run(
+        [sys.executable, "-c", IMPORTS_DRIVER, str(listing), *words], env=env, capture_output=True
+    )
+    imported = listing.read_text().splitlines()
+    assert "llmdeploy.cli.commands" in imported  # the command ran
+    wrong = [m for m in imported for f in forbidden if m == f or m.startswith(f + ".")]
+    assert not wrong, f"llmdeploy {' '.join(args)} imports {wrong}"

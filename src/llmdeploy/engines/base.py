@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from llmdeploy.catalog.ec2 import Instance
     from llmdeploy.errors import Diagnostic
     from llmdeploy.perf.constants import EngineRun
-    from llmdeploy.plan.assemble import EngineParts
+    from llmdeploy.plan.types import EngineParts
     from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
     from llmdeploy.spec.fields import EngineSection
     from llmdeploy.spec.sections import Spec
