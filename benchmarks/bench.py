@@ -42,7 +42,7 @@ RUNTIME_IMPORTS = (
     "yaml",
     "jsonschema",
     "kubernetes_validate",
-    "celpy",
+    "cel_expr_python.cel",
 )
 
 FLEET_GOAL_SPECS = 200
@@ -590,7 +590,6 @@ STAGES: tuple[tuple[str, str, str], ...] = (
     ("parse rendered YAML back", "llmdeploy/check/documents.py", "parse_documents"),
     ("validate documents", "llmdeploy/check/documents.py", "check_documents"),
     ("read CRD files (--crd-dir)", "llmdeploy/check/crd.py", "from_dirs"),
-    ("CEL: build cel-python's parser (Lark)", "lark/lark.py", "__init__"),
     ("CEL: compile rules", "llmdeploy/check/cel.py", "compile_rule"),
     ("CEL: evaluate rules", "llmdeploy/check/cel.py", "evaluate"),
     ("write files", "llmdeploy/write.py", "write_tree"),
