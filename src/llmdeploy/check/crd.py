@@ -35,7 +35,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from llmdeploy.errors import CheckInputError
@@ -68,6 +67,62 @@ def schema_error_messages(errors: Iterable[Any]) -> list[str]:
             where = json_path(path)
             messages.add(f"{where}: {err.message}" if where else err.message)
     return sorted(messages)
+
+
+class SchemaCheck:
+    """A JSON Schema applied by jsonschema-rs (Rust, issue 25); when it rejects a document,
+    Python's jsonschema, imported only then, lists the errors, so the messages are the ones
+    llmdeploy always printed. ``tests/test_schema_check.py`` proves both give the same verdict
+    on the bundled CRD schemas and on kubernetes-validate's.
+
+    ``draft7``: the CRD schemas converted by :func:`_to_jsonschema` (Draft 7, as before);
+    otherwise Draft 2020-12 (kubernetes-validate's), with ``definitions`` the ``(uri, schema)``
+    of the document its ``$ref`` point into. ``format`` is never asserted, as in Python's
+    validators without a format checker."""
+
+    def __init__(
+        self,
+        schema: Mapping[str, Any],
+        *,
+        draft7: bool = False,
+        definitions: tuple[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        import jsonschema_rs
+
+        self.schema, self.draft7, self.definitions = schema, draft7, definitions
+        self._fast: Any
+        if draft7:
+            self._fast = jsonschema_rs.Draft7Validator(dict(schema), validate_formats=False)
+        else:
+            registry = None
+            if definitions is not None:
+                registry = jsonschema_rs.Registry([(definitions[0], dict(definitions[1]))])
+            self._fast = jsonschema_rs.Draft202012Validator(
+                dict(schema), registry=registry, validate_formats=False
+            )
+
+    @cached_property
+    def _explainer(self) -> Any:
+        import jsonschema
+
+        if self.draft7:
+            return jsonschema.Draft7Validator(self.schema)
+        from referencing import Registry, Resource
+
+        registry: Registry[Any] = Registry()
+        if self.definitions is not None:
+            registry = Resource.from_contents(self.definitions[1]) @ registry
+        return jsonschema.Draft202012Validator(self.schema, registry=registry)
+
+    def is_valid(self, data: Any) -> bool:
+        try:
+            return bool(self._fast.is_valid(data))
+        except ValueError:  # a value JSON has no type for: let the explainer decide
+            return not any(True for _ in self._explainer.iter_errors(data))
+
+    def iter_errors(self, data: Any) -> list[Any]:
+        """``jsonschema.ValidationError`` objects (none for a valid document)."""
+        return [] if self.is_valid(data) else list(self._explainer.iter_errors(data))
 
 
 @dataclass(frozen=True)
@@ -108,7 +163,7 @@ class CrdRegistry:
         self._versions: dict[tuple[str, str, str], CrdVersion] = {}
         for crd in versions:  # first definition wins
             self._versions.setdefault((crd.group, crd.version, crd.kind), crd)
-        self._validators: dict[tuple[str, str, str], Any] = {}
+        self._validators: dict[tuple[str, str, str], SchemaCheck] = {}
         self._rule_cache: dict[tuple[int, str, bytes], tuple[str, str]] = {}
 
     @classmethod
@@ -158,10 +213,10 @@ class CrdRegistry:
         key = (crd.group, crd.version, crd.kind)
         if key not in self._validators:
             converted = _to_jsonschema(crd.schema, root=True)
-            self._validators[key] = jsonschema.Draft7Validator(converted)
+            self._validators[key] = SchemaCheck(converted, draft7=True)
         data = copy.deepcopy(dict(obj))
         _apply_defaults(data, crd.schema, root=True)
-        schema_errors = list(self._validators[key].iter_errors(data))
+        schema_errors = self._validators[key].iter_errors(data)
         walker = _RuleWalker([tuple(e.absolute_path) for e in schema_errors], self._rule_cache)
         walker.walk(data, crd.schema, ())
         errors = schema_error_messages(schema_errors) + sorted(set(walker.errors))
