@@ -4,7 +4,6 @@ commands faked, asserting the figures it reports (a real run takes minutes: .ci/
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -88,8 +87,10 @@ FAKE = {
 
 
 def _fake_kind(words: list[str]) -> str:
+    if words[0] == "sh":  # bench.fleet_kustomize: every folder in turn
+        return "fleet kustomize"
     if words[0] == "kubectl":
-        return "fleet kustomize" if words[-1].endswith("-root") else "kustomize"
+        return "kustomize"
     if "-c" in words:
         return "floor"
     command = words[1]
@@ -184,35 +185,27 @@ def test_a_quick_run_reports_the_figures_it_measured(
         "| 4 | 2 | pydantic, ruamel, llmdeploy.spec, jsonschema, jsonschema_rs, "
         "kubernetes_validate, celpy, cel_expr_python | pydantic |"
     )
-    # the fleet's kustomization lists the folders the fleet render wrote
-    root = next(Path(w[-1]) for w in seen if w[0] == "kubectl" and w[-1].endswith("-root"))
-    assert root.name == "fleet-out-1000-root"
+    # the fleet's kustomize runs over the folder the fleet render wrote, right after it
+    fleet_at = [i for i, w in enumerate(seen) if _fake_kind(w) == "fleet"]
+    assert [_fake_kind(seen[i + 1]) for i in fleet_at] == ["fleet kustomize"]
+    assert seen[fleet_at[0] + 1][-1] == seen[fleet_at[0]][-1]
     recorded = json.loads(samples.read_text())
     assert recorded["plan --preset llama3-70b-vllm-p4d"]["samples"][0]["wall"] == 1.25
 
 
-def test_fleet_root_lists_every_spec_folder(bench: ModuleType, tmp_path: Path) -> None:
+def test_fleet_kustomize_builds_every_folder(bench: ModuleType, tmp_path: Path) -> None:
     out = tmp_path / "fleet-out"
-    for name in ("b-spec", "a-spec", "no-kustomization"):
-        (out / name).mkdir(parents=True)
     for name in ("a-spec", "b-spec"):
-        (out / name / "kustomization.yaml").write_text("resources: []\n")
-    root = bench.fleet_root(out)
-    assert root == tmp_path / "fleet-out-root"
-    assert (root / "kustomization.yaml").read_text() == (
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
-        "  - ../fleet-out/a-spec\n  - ../fleet-out/b-spec\n"
-    )
-    if shutil.which("kubectl"):  # kustomize accepts it: both folders' objects come out
-        for name in ("a-spec", "b-spec"):
-            (out / name / "kustomization.yaml").write_text("resources: [cm.yaml]\n")
-            (out / name / "cm.yaml").write_text(
-                f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n"
-            )
-        built = subprocess.run(
-            ["kubectl", "kustomize", str(root)], capture_output=True, text=True, check=True
-        )
-        assert "name: a-spec" in built.stdout and "name: b-spec" in built.stdout
+        (out / name).mkdir(parents=True)
+    log = tmp_path / "calls"
+    fake = tmp_path / "kubectl"  # records its arguments: one call per folder, in order
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    fake.chmod(0o755)
+    cmd = bench.fleet_kustomize(str(fake), out)
+    assert subprocess.run(cmd, check=False).returncode == 0
+    assert log.read_text().splitlines() == [f"kustomize {out}/a-spec/", f"kustomize {out}/b-spec/"]
+    fake.write_text("#!/bin/sh\nexit 3\n")  # a failing build fails the whole command
+    assert subprocess.run(cmd, check=False).returncode == 1
 
 
 def test_alternate_prints_one_row_per_command_with_ratios() -> None:
