@@ -34,14 +34,15 @@ SHARED_CRDS = REPO.parent / "shared" / "crds"
 PRESET = "llama3-70b-vllm-p4d"
 FALLBACK_PRESET = "llama3-70b-trtllm-int4awq-p4d"
 QUICK_SIZE_ARGS = ["--model", "llama-3-70b", "--instance", "p4d.24xlarge", "--tp", "4"]
-# What a render imports from its dependencies (the floor under its start-up).
+# What a render imports from its dependencies (the floor under its start-up). Python's
+# jsonschema and kubernetes-validate's package are imported only to explain a rejected document.
 RUNTIME_IMPORTS = (
     "typer",
     "pydantic",
     "jinja2",
     "yaml",
-    "jsonschema",
-    "kubernetes_validate",
+    "ruamel.yaml",
+    "jsonschema_rs",
     "cel_expr_python.cel",
 )
 
