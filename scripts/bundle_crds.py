@@ -11,17 +11,14 @@ sorted keys, so the output is deterministic.
 
 Also written: ``manifest.json`` (per kind: upstream repository, tag, commit, upstream path,
 license, sha256 of the source file and of the bundled file; the index the package reads),
-``NOTICE`` (the attribution Apache-2.0 asks for) and ``cel_rules.json`` (the parse tree of every
-CEL rule in the bundled schemas, so that a render need not build cel-python's parser; it records
-the Lark and cel-python parser it was made with, and ``llmdeploy.check.cel`` ignores it under
-any other). ``LICENSE`` in the same folder is the Apache-2.0 text, committed once.
+and ``NOTICE`` (the attribution Apache-2.0 asks for). ``LICENSE`` in the same folder is the
+Apache-2.0 text, committed once.
 
 Usage::
 
     python scripts/bundle_crds.py                 # (re)write the bundle from ../shared/crds
     python scripts/bundle_crds.py --source DIR    # from another copy of the CRDs
     python scripts/bundle_crds.py --check         # exit 1, naming the files, if the bundle drifted
-    python scripts/bundle_crds.py --cel           # only cel_rules.json, from the bundled schemas
 
 ``tests/test_crd_bundle.py`` runs ``--check`` when ``../shared/crds`` exists.
 """
@@ -34,7 +31,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +42,6 @@ REPO = Path(__file__).resolve().parents[1]
 BUNDLE = REPO / "src" / "llmdeploy" / "check" / "crd_schemas"
 DEFAULT_SOURCE = Path(os.environ.get("LLMDEPLOY_SHARED", REPO.parent / "shared")) / "crds"
 GENERATED_BY = "scripts/bundle_crds.py"
-CEL_FILE = "cel_rules.json"
 
 
 @dataclass(frozen=True)
@@ -233,43 +229,7 @@ def bundle(source: Path) -> dict[str, str]:
         + "\n"
     )
     files["NOTICE"] = _notice()
-    files[CEL_FILE] = cel_rules_file(files)
     return files
-
-
-def _rules(node: Any) -> Iterator[str]:
-    """The ``x-kubernetes-validations`` rule texts of a schema, walked like :func:`strip_schema`."""
-    if not isinstance(node, dict):
-        return
-    for rule in node.get("x-kubernetes-validations", []):
-        yield str(rule["rule"])
-    for sub in node.get("properties", {}).values():
-        yield from _rules(sub)
-    for key in _SUBSCHEMA:
-        yield from _rules(node.get(key))
-    for key in _SUBSCHEMA_LISTS:
-        for sub in node.get(key, []):
-            yield from _rules(sub)
-
-
-def cel_rules_file(files: Mapping[str, str]) -> str:
-    """``cel_rules.json``: the parse tree of every CEL rule in the bundled schemas ``files``
-    (their JSON texts), so that a render does not build cel-python's parser
-    (``llmdeploy.check.cel``). Depends on the installed Lark and cel-python, which it records."""
-    from llmdeploy.check import cel
-
-    rules: set[str] = set()
-    for name, text in files.items():
-        if name.endswith(".json") and name not in ("manifest.json", CEL_FILE):
-            for schema in json.loads(text)["versions"].values():
-                rules.update(_rules(schema))
-    trees: dict[str, Any] = {}
-    for rule in sorted(rules):
-        try:
-            trees[rule] = cel.tree_to_json(cel.parse_rule(rule))
-        except Exception as exc:  # the same verdict cel.compile_rule gives
-            trees[rule] = {"error": type(exc).__name__}
-    return _dump({"generated_by": GENERATED_BY, "parser": cel.parser_identity(), "rules": trees})
 
 
 def _notice() -> str:
@@ -350,18 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="official CRDs")
     parser.add_argument("--out", type=Path, default=BUNDLE, help=argparse.SUPPRESS)
     parser.add_argument("--check", action="store_true", help="fail if the bundle drifted")
-    parser.add_argument(
-        "--cel",
-        action="store_true",
-        help=f"only rewrite {CEL_FILE} from the bundled schemas (no source needed; after a "
-        "Lark or cel-python upgrade)",
-    )
     args = parser.parse_args(argv)
-    if args.cel:
-        committed = {p.name: p.read_text(encoding="utf-8") for p in args.out.glob("*.json")}
-        (args.out / CEL_FILE).write_text(cel_rules_file(committed), encoding="utf-8")
-        print(f"wrote {args.out / CEL_FILE}")
-        return 0
     problems = check_source_readme(args.source)
     if problems:
         print("\n".join(problems), file=sys.stderr)

@@ -27,6 +27,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from llmdeploy.catalog.models import load_architecture
+from llmdeploy.engines import registry
 from llmdeploy.errors import LlmdeployError
 from llmdeploy.sizing import calculator
 from llmdeploy.sizing import gpu_memory as size_hw
@@ -146,7 +147,7 @@ def request_for_case(case: dict[str, Any]) -> SizingRequest:
         max_model_len=int(case.get("max_model_len") or BASELINE_MAX_MODEL_LEN),
         max_num_batched_tokens=case.get("max_num_batched_tokens"),
         gpu_memory_utilization=float(case["gpu_memory_utilization"]),
-        engine="vllm",
+        engine=registry.get("vllm"),
         engine_version=str(case["vllm_version"]),
     )
 

@@ -135,3 +135,16 @@ def unvalidated_kinds(report: Any, crds: Any) -> list[str]:
         for r in report.not_validated
         if not (r.kind == "PrometheusRule" and missing_rule_crd)
     ]
+
+
+# Fixtures whose value depends on ../shared being beside the repository.
+SHARED_FIXTURES = frozenset({"crd_dir", "raw_crds", "official"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``shared`` every test that reads ../shared through a fixture (tests that read it
+    directly carry the mark themselves): .ci/run runs the whole suite once in a fresh clone,
+    with nothing beside it, and then only these with ../shared there."""
+    for item in items:
+        if SHARED_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.shared)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
 from llmdeploy.engines import registry
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -110,6 +111,100 @@ def test_no_import_cycles(graph: dict[str, set[str]]) -> None:
     for node in sorted(graph):
         if node not in state:
             visit(node)
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The import circles of ``graph``: its strongly connected components of two or more
+    modules (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def with_registry_edges(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` plus what the registry imports by name (importlib): every engine's ``engine``
+    and ``spec`` modules, for every engine in ``ENGINES``."""
+    out = {name: set(deps) for name, deps in graph.items()}
+    for package in registry.ENGINES.values():
+        out["llmdeploy.engines.registry"] |= {f"{package}.engine", f"{package}.spec"}
+    return out
+
+
+def test_the_size_stage_and_the_engine_interface_are_in_no_import_circle(
+    graph: dict[str, set[str]],
+) -> None:
+    """A request carries its engine (``SizingRequest.engine``, an ``EngineSizing``): the size
+    stage's calculator, pipeline stages and suggestions never look one up, and the engine
+    interface names no assembler. Counting the registry's imports by name, no circle passes
+    through ``sizing/`` or ``engines/base.py`` (issue 25)."""
+    full = with_registry_edges(graph)
+    circles = strongly_connected(full)
+    # the registry's own circle (spec.sections -> engines -> plan -> spec.sections) remains
+    assert circles, "no circle left at all: tighten this test to forbid every one"
+    for circle in circles:
+        wrong = sorted(
+            m for m in circle if m.startswith("llmdeploy.sizing") or m == "llmdeploy.engines.base"
+        )
+        assert not wrong, f"import circle through {wrong}: {sorted(circle)}"
+    # where an engine name becomes an engine: the request builders, not the calculator
+    sizing_lookups = sorted(
+        m
+        for m, deps in graph.items()
+        if m.startswith("llmdeploy.sizing") and "llmdeploy.engines.registry" in deps
+    )
+    assert sizing_lookups == ["llmdeploy.sizing.requests"]
+
+
+# What engines/base.py may name, TYPE_CHECKING imports included: types of the stages below the
+# engines, never a module that computes (the assembler, the calculator, the registry).
+INTERFACE_TYPES = {
+    "llmdeploy.catalog.ec2",
+    "llmdeploy.errors",
+    "llmdeploy.perf.constants",
+    "llmdeploy.plan.types",
+    "llmdeploy.sizing.types",
+    "llmdeploy.spec.fields",
+    "llmdeploy.spec.sections",
+}
+
+
+def test_the_engine_interface_names_only_types_below_it() -> None:
+    tree = modules()["llmdeploy.engines.base"]
+    named = {
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("llmdeploy")
+    }
+    assert "llmdeploy.plan.types" in named  # EngineParts, what Engine.plan returns
+    assert named <= INTERFACE_TYPES, sorted(named - INTERFACE_TYPES)
 
 
 # Stages in the order data flows. A module may import its own stage and earlier ones only.
@@ -304,7 +399,7 @@ SECTION = EchoEngine
 
 FAKE_ENGINE = """
 from llmdeploy.engines.vllm.budget import vllm_budget
-from llmdeploy.plan.assemble import EngineParts
+from llmdeploy.plan.types import EngineParts
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import pod_resources, readiness_probe, workload_plan
 from llmdeploy.plan.types import Container, Port
@@ -399,3 +494,57 @@ def test_a_third_engine_is_one_folder_and_one_registry_line(tmp_path: Path) -> N
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[0] == "True"
+
+
+# Runs one command in a fresh interpreter and writes the modules it imported, one a line.
+IMPORTS_DRIVER = """
+import sys
+from llmdeploy.cli import main
+out, sys.argv = sys.argv[1], ["llmdeploy", *sys.argv[2:]]
+try:
+    main()
+except SystemExit:
+    pass
+with open(out, "w") as f:
+    f.write("\\n".join(sorted(sys.modules)))
+"""
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in load_script("benchmarks/bench.py").IMPORT_CASES if c[1]], ids=str
+)
+def test_each_command_imports_only_what_it_uses(
+    case: tuple[tuple[str, ...], tuple[str, ...]], tmp_path: Path
+) -> None:
+    """`size` imports no validator, `validate` no sizing, plan or performance model, quick-mode
+    `size` no spec model or YAML loader (issue 25; benchmarks/bench.py prints the same table
+    with `-X importtime`)."""
+    args, forbidden = case
+    rendered = tmp_path / "rendered"
+    if "{rendered}" in args:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "llmdeploy",
+                "render",
+                "-p",
+                "llama3-8b-vllm-g5",
+                "-o",
+                str(rendered),
+            ],
+            capture_output=True,
+            check=True,
+        )
+    words = [
+        w.replace("{rendered}", str(rendered)).replace("{out}", str(tmp_path / "o")) for w in args
+    ]
+    listing = tmp_path / "modules.txt"
+    env = {k: v for k, v in os.environ.items() if k != "LLMDEPLOY_CRD_DIR"}
+    subprocess.run(
+        [sys.executable, "-c", IMPORTS_DRIVER, str(listing), *words], env=env, capture_output=True
+    )
+    imported = listing.read_text().splitlines()
+    assert "llmdeploy.cli.commands" in imported  # the command ran
+    wrong = [m for m in imported for f in forbidden if m == f or m.startswith(f + ".")]
+    assert not wrong, f"llmdeploy {' '.join(args)} imports {wrong}"

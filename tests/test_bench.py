@@ -1,12 +1,14 @@
-"""Smoke test of benchmarks/bench.py: its helpers, and one quick run end to end (< 20 s)."""
+"""benchmarks/bench.py: its helpers, and one quick run end to end in this process with its
+commands faked, asserting the figures it reports (a real run takes minutes: .ci/run's)."""
 
 from __future__ import annotations
 
-import shutil
+import json
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -70,46 +72,140 @@ def test_fleet_specs_are_valid_and_distinct(bench: ModuleType, tmp_path: Path) -
     assert len(combos) == 6
 
 
-def test_quick_run_prints_table_and_goals(tmp_path: Path) -> None:
-    # No CRD directory here, to stay well under 20 s: that row must say why it is missing.
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH),
-            "--quick",
-            "--runs",
-            "1",
-            "--fleet",
-            "2",
-            "--crd-dir",
-            str(tmp_path / "no-crds"),
-            "--json",
-            str(tmp_path / "samples.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+# What each faked command "takes" (wall s, CPU s): the figures the report must carry.
+FAKE = {
+    "version": (0.10, 0.08),
+    "quick size": (0.30, 0.24),
+    "size preset": (0.50, 0.40),
+    "floor": (0.20, 0.15),
+    "render": (0.50, 0.45),
+    "kustomize": (0.10, 0.09),
+    "fleet": (1.50, 1.40),
+    "fleet kustomize": (2.00, 1.90),
+    "plan": (1.25, 1.20),
+}
+
+
+def _fake_kind(words: list[str]) -> str:
+    if words[0] == "sh":  # bench.fleet_kustomize: every folder in turn
+        return "fleet kustomize"
+    if words[0] == "kubectl":
+        return "kustomize"
+    if "-c" in words:
+        return "floor"
+    command = words[1]
+    if command == "--version":
+        return "version"
+    if command == "size":
+        return "quick size" if "--model" in words else "size preset"
+    if command == "render":
+        return "render" if "--preset" in words else "fleet"
+    assert command == "plan", words
+    return "plan"
+
+
+def test_a_quick_run_reports_the_figures_it_measured(
+    bench: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """main() end to end in this process with every command faked: the table, the goal lines
+    and the imports table carry the figures computed by hand from the fakes (the real run is
+    .ci/run's `bench.py --quick --fleet 200`, printed, never asserted)."""
+    seen: list[list[str]] = []
+
+    def measure(cmd: list[str], env: object = None) -> Any:
+        words = list(cmd)
+        seen.append(words)
+        kind = _fake_kind(words)
+        if kind == "fleet":  # what `render DIR -o OUT` writes: one folder per spec
+            for name in ("a", "b"):
+                (Path(words[-1]) / name).mkdir(parents=True)
+                (Path(words[-1]) / name / "kustomization.yaml").write_text("resources: []\n")
+        wall, cpu = FAKE[kind]
+        return bench.Sample(wall, cpu, 16 * 2**20, 0, "")
+
+    def importtime(args: list[str]) -> str:
+        lines = ["import time: self [us] | cumulative | imported package"]
+        lines.append("import time:      3000 |       3000 | typer")
+        if args[0] == "size" and "--model" in args:  # a module it must not import
+            lines.append("import time:      1000 |       1000 |   pydantic.main")
+        return "\n".join(lines)
+
+    def write_fleet(dest: Path, count: int, presets: list[str]) -> int:
+        assert count == 2 and "gpt-oss-20b-vllm-g6e" not in presets
+        dest.mkdir()
+        return 2
+
+    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(bench, "importtime", importtime)
+    monkeypatch.setattr(bench, "write_fleet", write_fleet)
+    monkeypatch.setattr(bench, "find_kubectl", lambda install: ("kubectl", ""))
+    monkeypatch.setattr(bench, "tool_version", lambda cmd: "Client Version: v1.34.0")
+    monkeypatch.setattr(
+        bench, "renders", lambda name: "SpecError: x" if name == "gpt-oss-20b-vllm-g6e" else ""
     )
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
-    assert "CPU: " in out and "Python: " in out
+    samples = tmp_path / "samples.json"
+    argv = ["--quick", "--runs", "1", "--fleet", "2", "--crd-dir", str(tmp_path / "no-crds")]
+    assert bench.main([*argv, "--json", str(samples)]) == 0
+    out = capsys.readouterr().out
+    assert "- kubectl: Client Version: v1.34.0" in out
     for row in (
-        "| llmdeploy --version | 1 |",
-        "| size --model llama-3-70b",
-        "| size --preset",
-        "| render DIR of 2 specs -o DIR |",
-        "| runtime dependencies imported, no llmdeploy code | 1 |",
+        "| llmdeploy --version | 1 | 0.100 | 0.100 | 0.100 | - | 0.080 | 16 |",
+        "| size --model llama-3-70b --instance p4d.24xlarge --tp 4 --json | 1 | 0.300 |",
+        "| render --preset llama3-70b-vllm-p4d -o DIR | 1 | 0.500 | 0.500 | 0.500 | - | 0.450 |",
+        "| kubectl kustomize (rendered 70B dir) | 1 | 0.100 |",
+        "| render DIR of 2 specs -o DIR | 1 | 1.500 |",
+        "| kubectl kustomize of the 2 folders it wrote | 1 | 2.000 |",
+        "| plan --preset llama3-70b-vllm-p4d | 1 | 1.250 |",
     ):
-        assert row in out
-    assert "--crd-dir CRDS: NOT MEASURED: no CRD directory" in out
-    goals = out.split("## Goals", 1)[1]
-    assert goals.count("\n- ") == 4
-    assert "quick-mode size < 250 ms" in goals and "ESTIMATED from 2 specs" in goals
-    if shutil.which("kubectl"):  # the render goal is a ratio of alternated pairs
-        assert "(median of 1 alternated pairs;" in goals
-        assert "importing the runtime dependencies alone takes" in goals
-    assert (tmp_path / "samples.json").is_file()
+        assert row in out, row
+    assert (
+        "- render --preset llama3-70b-vllm-p4d -o DIR --crd-dir CRDS: NOT MEASURED: no CRD" in out
+    )
+    assert "- preset skipped: gpt-oss-20b-vllm-g6e: SpecError: x" in out
+    goals = out.split("## Goals", 1)[1].split("## Imports per command", 1)[0]
+    assert goals.strip().splitlines() == [
+        "- cold render of one spec (render --preset llama3-70b-vllm-p4d -o DIR) <= 4 x kubectl "
+        "kustomize (moonshot 2 x): 5.0 x (median of 1 alternated pairs; medians 0.500 s and "
+        "0.100 s): NOT MET",
+        "- cold render of one spec (render --preset llama3-70b-vllm-p4d -o DIR --crd-dir CRDS) "
+        "<= 4 x kubectl kustomize (moonshot 2 x): needs kubectl and a successful render: "
+        "NOT MEASURED",
+        "  - importing the runtime dependencies alone takes 2.0 x kubectl kustomize (0.200 s)",
+        "- cold quick-mode size < 250 ms CPU: 240 ms CPU (median; wall 300 ms): MET",
+        "- render DIR of 200 specs faster than kubectl kustomize of what it writes: 0.8 x "
+        "(median of 1 alternated pairs; medians 1.500 s and 2.000 s): MET (judged on 2 specs, "
+        "not 200)",
+        "- plan --preset llama3-70b-vllm-p4d < 3 s: 1.25 s: MET",
+    ]
+    imports = out.split("## Imports per command", 1)[1]
+    assert "| llmdeploy --version | 3 | 1 | pydantic, llmdeploy.spec," in imports
+    quick = next(line for line in imports.splitlines() if "size --model" in line)
+    assert quick.startswith("| llmdeploy size --model llama-3-70b --instance p4d.24xlarge")
+    assert quick.endswith(
+        "| 4 | 2 | pydantic, ruamel, llmdeploy.spec, jsonschema, jsonschema_rs, "
+        "kubernetes_validate, celpy, cel_expr_python | pydantic |"
+    )
+    # the fleet's kustomize runs over the folder the fleet render wrote, right after it
+    fleet_at = [i for i, w in enumerate(seen) if _fake_kind(w) == "fleet"]
+    assert [_fake_kind(seen[i + 1]) for i in fleet_at] == ["fleet kustomize"]
+    assert seen[fleet_at[0] + 1][-1] == seen[fleet_at[0]][-1]
+    recorded = json.loads(samples.read_text())
+    assert recorded["plan --preset llama3-70b-vllm-p4d"]["samples"][0]["wall"] == 1.25
+
+
+def test_fleet_kustomize_builds_every_folder(bench: ModuleType, tmp_path: Path) -> None:
+    out = tmp_path / "fleet-out"
+    for name in ("a-spec", "b-spec"):
+        (out / name).mkdir(parents=True)
+    log = tmp_path / "calls"
+    fake = tmp_path / "kubectl"  # records its arguments: one call per folder, in order
+    fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    fake.chmod(0o755)
+    cmd = bench.fleet_kustomize(str(fake), out)
+    assert subprocess.run(cmd, check=False).returncode == 0
+    assert log.read_text().splitlines() == [f"kustomize {out}/a-spec/", f"kustomize {out}/b-spec/"]
+    fake.write_text("#!/bin/sh\nexit 3\n")  # a failing build fails the whole command
+    assert subprocess.run(cmd, check=False).returncode == 1
 
 
 def test_alternate_prints_one_row_per_command_with_ratios() -> None:

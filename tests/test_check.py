@@ -1,6 +1,6 @@
 """The check stage against the real validators: kubernetes-validate's strict schemas, CRD
 files (the official ones in ../shared/crds when present, else the bundled schemas written back as
-CRD files; see conftest.crd_dir), jsonschema and cel-python.
+CRD files; see conftest.crd_dir), jsonschema and cel-expr-python.
 """
 
 from __future__ import annotations
@@ -668,7 +668,8 @@ def test_synthetic_crd_valid_widget(widgets: CrdRegistry) -> None:
     result = check_one(ok, widgets)
     assert result.status == "valid", result.messages
     assert result.validator == "CRD widgets.yaml"
-    # isQuantity is not in cel-python: counted and explained, never silently passed;
+    # isQuantity (Kubernetes' quantity library) is not declared here: counted and explained,
+    # never silently passed;
     # the oldSelf transition rule does not apply on create and is not counted.
     assert result.skipped_cel_rules == 1
     assert "isQuantity" in result.notes[0]

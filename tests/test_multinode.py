@@ -216,6 +216,7 @@ def test_keda_scales_whole_groups_through_the_scale_subresource(
     assert up["value"] == 1  # one group (several nodes) at a time
 
 
+@pytest.mark.shared
 @pytest.mark.skipif(not SHARED_LWS_CRD.is_file(), reason="official LWS CRD not beside the repo")
 def test_the_lws_crd_scales_replicas_and_selects_leaders() -> None:
     crd = yaml.safe_load(SHARED_LWS_CRD.read_text(encoding="utf-8"))

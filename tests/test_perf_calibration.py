@@ -142,6 +142,7 @@ def test_report_prints_the_stored_cross_validation() -> None:
     assert lines[-1] == REPORT.GOAL
 
 
+@pytest.mark.shared
 @pytest.mark.skipif(not (shared_dir() / "perf").is_dir(), reason="no ../shared/perf beside")
 @pytest.mark.parametrize("name", ["calibration.yaml", "h200-vllm-0.24.0.yaml"])
 def test_copies_match_shared(name: str) -> None:

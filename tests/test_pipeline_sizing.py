@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from llmdeploy.catalog import models
 from llmdeploy.cli.commands import app
+from llmdeploy.engines import registry
 from llmdeploy.engines.vllm.pipeline import stage_layers
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.calculator import compute
@@ -153,8 +154,8 @@ def test_layout_rules() -> None:
     assert any("tensor parallel must be the 8 GPUs" in r for r in across.reasons)
     one_node = compute(dataclasses.replace(base, tp=8, pp=2))
     assert any("= 16 GPUs exceeds the 8 GPU(s)" in r for r in one_node.reasons)
-    assert stages(dataclasses.replace(base, engine="trtllm", pp=2)) is None
-    refused = compute(dataclasses.replace(base, engine="trtllm", pp=2))
+    assert stages(dataclasses.replace(base, engine=registry.get("trtllm"), pp=2)) is None
+    refused = compute(dataclasses.replace(base, engine=registry.get("trtllm"), pp=2))
     assert not refused.fits and "without pipeline parallelism" in refused.reasons[0]
     tiny = request_from_options("llama-3.2-1b", instance="g6e.48xlarge", tp=1)
     too_many = compute(dataclasses.replace(tiny, pp=32))  # 16 layers: empty stages

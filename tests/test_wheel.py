@@ -51,7 +51,6 @@ def test_wheel_contains_templates_presets_and_data(wheel: Path) -> None:
         "llmdeploy/check/crd_schemas/karpenter.sh_nodepools.json",
         "llmdeploy/check/crd_schemas/LICENSE",
         "llmdeploy/check/crd_schemas/NOTICE",
-        "llmdeploy/check/crd_schemas/cel_rules.json",
         "llmdeploy/compiled_templates.json",
     ):
         assert required in names, required

@@ -24,15 +24,16 @@ from llmdeploy.errors import (
     UsageError,
     ValidationFailedError,
 )
-from llmdeploy.spec.checks import check_spec, located
-from llmdeploy.spec.load import LoadedSpec
 
 if TYPE_CHECKING:
+    # Quick-mode `size` (no spec) needs only performance_of: the spec models and the YAML
+    # loaders are imported by the functions that read a spec.
     from llmdeploy.check.crd import CrdRegistry
     from llmdeploy.check.documents import CheckReport
     from llmdeploy.perf.assess import Performance
     from llmdeploy.plan.types import Plan
     from llmdeploy.sizing.types import Sizing
+    from llmdeploy.spec.load import LoadedSpec
     from llmdeploy.spec.sections import Spec
 
 
@@ -123,6 +124,7 @@ def size_loaded(
     model's autoscaling threshold)."""
     from llmdeploy.engines import registry
     from llmdeploy.sizing.requests import size_spec
+    from llmdeploy.spec.checks import check_spec, located
 
     warnings = check_spec(loaded)
     base_dir = loaded.path.parent if loaded.path is not None else None
@@ -189,6 +191,7 @@ def render_loaded(
     from llmdeploy import render
     from llmdeploy.check import documents as check
     from llmdeploy.engines import registry
+    from llmdeploy.spec.checks import located
 
     spec = loaded.spec
     # the model runs only when its answer changes the output: a latency target to check, or

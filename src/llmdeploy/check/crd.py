@@ -7,20 +7,19 @@ Used by :mod:`llmdeploy.check.documents`. What is emulated, in the API server's 
    default ``--validate=strict``) unless it has ``x-kubernetes-preserve-unknown-fields: true`` or an
    ``additionalProperties`` schema. ``x-kubernetes-int-or-string`` and ``nullable`` are honoured,
    ``x-kubernetes-list-type: set|map`` must be unique. ``format`` is not checked.
-3. ``x-kubernetes-validations`` CEL rules run with cel-python plus the Kubernetes string functions
-   used by common CRDs (``find``, ``findAll``, ``split``, ``join``, ``lowerAscii``, ``upperAscii``).
+3. ``x-kubernetes-validations`` CEL rules run with Google's cel-expr-python, with cel-go's strings
+   extension and Kubernetes' ``find``/``findAll`` (:mod:`llmdeploy.check.cel`).
    Transition rules (``oldSelf``) do not apply on create and are not run. A rule that uses a
-   function cel-python lacks (``isQuantity``, ``format.named``, ...) is *skipped and counted*, never
-   passed silently. Rules under a subtree that already has a schema error are not run.
+   function of another Kubernetes library (``isQuantity``, ``format.named``, ...) is *skipped and
+   counted*, never passed silently. Rules under a subtree that already has a schema error are
+   not run.
 
 The root ``metadata`` is validated by the caller (ObjectMeta, scope, name rules).
 
-Cost, measured per document: ScaledObject/ServiceMonitor/PodMonitor ~0.3-1.3 ms; NodePool ~18 ms
-and EC2NodeClass ~14 ms when their values were not seen before, because cel-python interprets
-each rule evaluation in ~1 ms. CEL results are memoized per (schema node, rule, value), so
-repeated values cost ~1.3 ms per doc. Schemas are read on first use: the bundled set
-(:mod:`llmdeploy.check.bundled`) per kind; ``from_dirs`` parses every file it is given (the ten
-shared CRD files, 2.3 MB, in ~0.3 s).
+Cost: a CEL evaluation takes ~10 us in cel-expr-python (it took ~1 ms in cel-python, the
+evaluator before issue 25); results are still memoized per (schema node, rule, value).
+Schemas are read on first use: the bundled set (:mod:`llmdeploy.check.bundled`) per kind;
+``from_dirs`` parses every file it is given (the ten shared CRD files, 2.3 MB, in ~0.3 s).
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml  # type: ignore[import-untyped, unused-ignore]
 
 from llmdeploy.errors import CheckInputError
@@ -69,6 +67,62 @@ def schema_error_messages(errors: Iterable[Any]) -> list[str]:
             where = json_path(path)
             messages.add(f"{where}: {err.message}" if where else err.message)
     return sorted(messages)
+
+
+class SchemaCheck:
+    """A JSON Schema applied by jsonschema-rs (Rust, issue 25); when it rejects a document,
+    Python's jsonschema, imported only then, lists the errors, so the messages are the ones
+    llmdeploy always printed. ``tests/test_schema_check.py`` proves both give the same verdict
+    on the bundled CRD schemas and on kubernetes-validate's.
+
+    ``draft7``: the CRD schemas converted by :func:`_to_jsonschema` (Draft 7, as before);
+    otherwise Draft 2020-12 (kubernetes-validate's), with ``definitions`` the ``(uri, schema)``
+    of the document its ``$ref`` point into. ``format`` is never asserted, as in Python's
+    validators without a format checker."""
+
+    def __init__(
+        self,
+        schema: Mapping[str, Any],
+        *,
+        draft7: bool = False,
+        definitions: tuple[str, Mapping[str, Any]] | None = None,
+    ) -> None:
+        import jsonschema_rs
+
+        self.schema, self.draft7, self.definitions = schema, draft7, definitions
+        self._fast: Any
+        if draft7:
+            self._fast = jsonschema_rs.Draft7Validator(dict(schema), validate_formats=False)
+        else:
+            registry = None
+            if definitions is not None:
+                registry = jsonschema_rs.Registry([(definitions[0], dict(definitions[1]))])
+            self._fast = jsonschema_rs.Draft202012Validator(
+                dict(schema), registry=registry, validate_formats=False
+            )
+
+    @cached_property
+    def _explainer(self) -> Any:
+        import jsonschema
+
+        if self.draft7:
+            return jsonschema.Draft7Validator(self.schema)
+        from referencing import Registry, Resource
+
+        registry: Registry[Any] = Registry()
+        if self.definitions is not None:
+            registry = Resource.from_contents(self.definitions[1]) @ registry
+        return jsonschema.Draft202012Validator(self.schema, registry=registry)
+
+    def is_valid(self, data: Any) -> bool:
+        try:
+            return bool(self._fast.is_valid(data))
+        except ValueError:  # a value JSON has no type for: let the explainer decide
+            return not any(True for _ in self._explainer.iter_errors(data))
+
+    def iter_errors(self, data: Any) -> list[Any]:
+        """``jsonschema.ValidationError`` objects (none for a valid document)."""
+        return [] if self.is_valid(data) else list(self._explainer.iter_errors(data))
 
 
 @dataclass(frozen=True)
@@ -109,7 +163,7 @@ class CrdRegistry:
         self._versions: dict[tuple[str, str, str], CrdVersion] = {}
         for crd in versions:  # first definition wins
             self._versions.setdefault((crd.group, crd.version, crd.kind), crd)
-        self._validators: dict[tuple[str, str, str], Any] = {}
+        self._validators: dict[tuple[str, str, str], SchemaCheck] = {}
         self._rule_cache: dict[tuple[int, str, bytes], tuple[str, str]] = {}
 
     @classmethod
@@ -159,10 +213,10 @@ class CrdRegistry:
         key = (crd.group, crd.version, crd.kind)
         if key not in self._validators:
             converted = _to_jsonschema(crd.schema, root=True)
-            self._validators[key] = jsonschema.Draft7Validator(converted)
+            self._validators[key] = SchemaCheck(converted, draft7=True)
         data = copy.deepcopy(dict(obj))
         _apply_defaults(data, crd.schema, root=True)
-        schema_errors = list(self._validators[key].iter_errors(data))
+        schema_errors = self._validators[key].iter_errors(data)
         walker = _RuleWalker([tuple(e.absolute_path) for e in schema_errors], self._rule_cache)
         walker.walk(data, crd.schema, ())
         errors = schema_error_messages(schema_errors) + sorted(set(walker.errors))

@@ -24,13 +24,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from llmdeploy.sizing.types import EngineSizing
+
+# The interface names only types of the stages below the engines: never an assembler, a
+# calculator or the registry (tests/test_architecture.py).
 if TYPE_CHECKING:
-    from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
     from llmdeploy.catalog.ec2 import Instance
     from llmdeploy.errors import Diagnostic
     from llmdeploy.perf.constants import EngineRun
-    from llmdeploy.plan.assemble import EngineParts
-    from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
+    from llmdeploy.plan.types import EngineParts
+    from llmdeploy.sizing.types import Sizing
     from llmdeploy.spec.fields import EngineSection
     from llmdeploy.spec.sections import Spec
 
@@ -46,14 +49,13 @@ class Ignored:
     hint: str | None = None  # what to set instead
 
 
-class Engine(Protocol):
-    """One serving engine; implementations are ``ENGINE`` in ``engines/<name>/engine.py``."""
+class Engine(EngineSizing, Protocol):
+    """One serving engine; implementations are ``ENGINE`` in ``engines/<name>/engine.py``.
+    What the size stage asks of it (``name``, ``runtime_quantizations``, ``memory_budget``,
+    ``pipeline_split``) is :class:`llmdeploy.sizing.types.EngineSizing`: a request carries its
+    engine, so the size stage never looks one up."""
 
-    name: str  # the spec's engine.type
     version_field: str  # spec path of the version pin (errors about flags are located there)
-    # Spec `quantization` values the engine makes from a 16-bit checkpoint itself (at start, or
-    # when it builds an engine); any other value needs a checkpoint already stored that way.
-    runtime_quantizations: frozenset[str]
     # Shared fields (dotted camelCase spec paths) that do nothing on this engine.
     ignored_fields: Mapping[str, Ignored]
 
@@ -71,25 +73,6 @@ class Engine(Protocol):
     def sizing_fields(self, spec: Spec) -> dict[str, object]:
         """``SizingRequest`` fields this engine takes from the spec (``engine_version`` is the
         version its memory model is keyed on, ...)."""
-        ...
-
-    def memory_budget(
-        self,
-        req: SizingRequest,
-        arch: Architecture,
-        quant: CheckpointQuant | None,
-        total_gib: float,
-        max_model_len: int,
-    ) -> MemoryBudget:
-        """Per-GPU budget: weights, activation peak, non-torch memory, graphs, KV cache left."""
-        ...
-
-    def pipeline_split(
-        self, version: str | None, num_layers: int, pp: int
-    ) -> tuple[int, ...] | None:
-        """Decoder layers of each pipeline stage, first stage first, for ``version`` (None: the
-        default one); None when llmdeploy serves this engine without pipeline parallelism
-        (its ``check`` then refuses a spec that asks for it)."""
         ...
 
     # the most sequences llmdeploy lets one replica schedule when it decides the limit

@@ -10,11 +10,10 @@ in. Nothing here imports an engine.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from llmdeploy import __version__
 from llmdeploy.catalog.ec2 import Instance
-from llmdeploy.errors import Notice, SpecFieldError
+from llmdeploy.errors import SpecFieldError
 from llmdeploy.plan.alerts import alerts_plan
 from llmdeploy.plan.group import group_plan, leader_selector
 from llmdeploy.plan.names import labels_for, pool_name
@@ -30,17 +29,13 @@ from llmdeploy.plan.rollout import rollout_plan
 from llmdeploy.plan.scaling import scaler_plan
 from llmdeploy.plan.types import (
     KV,
-    ConfigEntry,
+    EngineParts,
     ExtraFile,
-    JobPlan,
-    Meta,
     MonitorPlan,
     NetpolPlan,
     Plan,
-    Port,
     Resource,
     TemplateText,
-    WorkloadPlan,
 )
 from llmdeploy.spec.sections import Spec
 
@@ -131,33 +126,6 @@ def resource_list(plan_has: dict[str, bool]) -> tuple[Resource, ...]:
             stem = f"{kind.lower()}-{variant}" if variant else kind.lower()
             out.append(Resource(kind=kind, filename=f"{stem}.yaml", template=f"k8s/{stem}.yaml.j2"))
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class EngineParts:
-    """What an engine planner decides; ``assemble`` adds everything engine-independent."""
-
-    engine: str
-    version: str
-    meta: Meta
-    workload: WorkloadPlan
-    service_ports: tuple[Port, ...]
-    monitor_port: str  # the port name Prometheus scrapes
-    client_ports: tuple[int, ...]
-    metrics_ports: tuple[int, ...]
-    scaler_query: str
-    pod_ephemeral_gib: int
-    config_map_data: tuple[ConfigEntry, ...] = ()
-    extra_files: tuple[ExtraFile, ...] = ()
-    # PromQL for the fullest replica's KV-cache use (a fraction), for the KV-cache-full alert
-    kv_usage_query: str | None = None
-    reads_s3: bool = False  # the pods read S3 (IRSA or Pod Identity credentials needed)
-    monitor_path: str = "/metrics"  # the HTTP path Prometheus scrapes on monitor_port
-    job: JobPlan | None = None  # a Job next to the workload (TensorRT-LLM's engine build)
-    # the worker pods of a replica on ``nodes`` nodes (the leader is ``workload``)
-    worker: WorkloadPlan | None = None
-    nodes: int = 1
-    notices: tuple[Notice, ...] = ()  # the engine's notes and warnings, located at a field
 
 
 def require_aws_identity(spec: Spec, parts: EngineParts) -> None:

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
-from llmdeploy.sizing.requests import reserve_of
+from llmdeploy.spec.cluster import reserve_of
 from llmdeploy.spec.sections import Spec
 
 # Karpenter launches the first of these capacity types the NodeClaim allows and has an

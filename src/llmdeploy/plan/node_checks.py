@@ -18,8 +18,8 @@ from llmdeploy.plan.group_checks import group_findings
 from llmdeploy.plan.nodes import ami_alias
 from llmdeploy.plan.pod import POD_FLOOR_CPU_MILLI, POD_FLOOR_MEMORY_MIB, pods_per_node, shm_gib
 from llmdeploy.plan.rollout import gpu_limit_findings
-from llmdeploy.sizing.requests import reserve_of
 from llmdeploy.spec.checks import is_set
+from llmdeploy.spec.cluster import reserve_of
 from llmdeploy.spec.sections import Spec
 
 

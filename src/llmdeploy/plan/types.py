@@ -381,3 +381,31 @@ class Plan:
     # Deployment rollingUpdate, from the GPU headroom (plan.rollout)
     max_surge: int = 1
     max_unavailable: str = "0"  # an int or a percentage
+
+
+@dataclass(frozen=True)
+class EngineParts:
+    """What an engine planner decides (:meth:`llmdeploy.engines.base.Engine.plan`);
+    :func:`llmdeploy.plan.assemble.assemble` adds everything engine-independent."""
+
+    engine: str
+    version: str
+    meta: Meta
+    workload: WorkloadPlan
+    service_ports: tuple[Port, ...]
+    monitor_port: str  # the port name Prometheus scrapes
+    client_ports: tuple[int, ...]
+    metrics_ports: tuple[int, ...]
+    scaler_query: str
+    pod_ephemeral_gib: int
+    config_map_data: tuple[ConfigEntry, ...] = ()
+    extra_files: tuple[ExtraFile, ...] = ()
+    # PromQL for the fullest replica's KV-cache use (a fraction), for the KV-cache-full alert
+    kv_usage_query: str | None = None
+    reads_s3: bool = False  # the pods read S3 (IRSA or Pod Identity credentials needed)
+    monitor_path: str = "/metrics"  # the HTTP path Prometheus scrapes on monitor_port
+    job: JobPlan | None = None  # a Job next to the workload (TensorRT-LLM's engine build)
+    # the worker pods of a replica on ``nodes`` nodes (the leader is ``workload``)
+    worker: WorkloadPlan | None = None
+    nodes: int = 1
+    notices: tuple[Notice, ...] = ()  # the engine's notes and warnings, located at a field

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from llmdeploy.engines import registry
 from llmdeploy.sizing import gpu_memory, pipeline
 from llmdeploy.sizing import kv as kvm
 from llmdeploy.sizing import memory as mem
@@ -73,7 +72,7 @@ def _compute_one(req: SizingRequest) -> Sizing:
         )
     kv_bytes = 1 if req.kv_cache_dtype == "fp8" else mem.dtype_bytes(req.dtype)
     tp = max(1, req.tp)
-    parts = registry.get(req.engine).memory_budget(req, arch, q, total, length)
+    parts = req.engine.memory_budget(req, arch, q, total, length)
     reasons.extend(parts.reasons)
     assumptions.extend(parts.assumptions)
     version, gmu, budget, weights = parts.version, parts.gmu, parts.budget, parts.weights
@@ -132,7 +131,7 @@ def _compute_one(req: SizingRequest) -> Sizing:
         reasons=tuple(reasons),
         suggestions=(),
         model=arch.name,
-        engine=req.engine,
+        engine=req.engine.name,
         engine_version=version,
         tp=req.tp,
         quantization=q.label if q else "none (16-bit)",

@@ -23,7 +23,6 @@ import dataclasses
 from collections.abc import Sequence
 
 from llmdeploy.catalog.architecture import Architecture
-from llmdeploy.engines import registry
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.types import PipelineStage, Sizing, SizingRequest, StageSizing
 
@@ -82,9 +81,7 @@ def stage_architecture(arch: Architecture, stage: PipelineStage) -> Architecture
 
 def stages(req: SizingRequest) -> tuple[PipelineStage, ...] | None:
     """The replica's stages (None: the engine has no pipeline parallelism)."""
-    split = registry.get(req.engine).pipeline_split(
-        req.engine_version, req.architecture.num_layers, req.pp
-    )
+    split = req.engine.pipeline_split(req.engine_version, req.architecture.num_layers, req.pp)
     if split is None:
         return None
     out, first = [], 0
@@ -96,7 +93,7 @@ def stages(req: SizingRequest) -> tuple[PipelineStage, ...] | None:
 
 def has_pipeline(req: SizingRequest) -> bool:
     """Whether the request's engine splits a model into pipeline stages at all."""
-    return registry.get(req.engine).pipeline_split(req.engine_version, 2, 2) is not None
+    return req.engine.pipeline_split(req.engine_version, 2, 2) is not None
 
 
 def stage_request(req: SizingRequest, stage: PipelineStage) -> SizingRequest:

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True) -> Sizing:
     """Size a spec; for ``instanceFamily`` pick the cheapest size that fits. ``suggest=False``
     skips the (re-sized) suggestions, which ``render`` only needs when the spec does not fit."""
+    from llmdeploy.spec.cluster import reserve_of  # the spec models: not for quick mode
+
     engine = registry.get(spec.engine.type)
     extra = engine.sizing_fields(spec)
     runtime = extra.get("runtime_quantizations", engine.runtime_quantizations)
@@ -52,7 +54,7 @@ def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True)
         slo_output_tokens=spec.slo.output_tokens,
         slo_arrival=spec.slo.arrival_pattern,
         slo_requests_per_s=spec.slo.requests_per_second,
-        engine=spec.engine.type,
+        engine=engine,
         **extra,  # type: ignore[arg-type]
     )
     sizing = size_for_hardware(
@@ -65,12 +67,6 @@ def size_spec(spec: Spec, spec_dir: Path | None = None, *, suggest: bool = True)
         pipeline=spec.hardware.pipeline_parallel,
     )
     return dataclasses.replace(sizing, notices=checkpoint.notices)
-
-
-def reserve_of(spec: Spec) -> catalog.Reserve:
-    """The spec's DaemonSet reserve (``cluster.daemonSetReserve``) in catalog units."""
-    r = spec.cluster.daemon_set_reserve
-    return catalog.Reserve(cpu_millicores=r.cpu_millicores, memory_mib=r.memory_mib)
 
 
 def request_from_options(
@@ -124,7 +120,7 @@ def request_from_options(
         kv_cache_dtype=kv_cache_dtype,
         max_model_len=max_model_len,
         gpu_memory_utilization=gpu_memory_utilization,
-        engine=engine,
+        engine=registry.get(engine),
         engine_version=engine_version,
     )
     if instance is not None:

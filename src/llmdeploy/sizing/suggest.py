@@ -14,7 +14,6 @@ from typing import Literal
 
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog import models
-from llmdeploy.engines import registry
 from llmdeploy.errors import Diagnostic, SpecError
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.calculator import compute
@@ -314,7 +313,7 @@ def suggestions(req: SizingRequest, current: Sizing) -> tuple[Suggestion, ...]:
         )
         runtime = req.runtime_quantizations
         if runtime is None:
-            runtime = registry.get(req.engine).runtime_quantizations
+            runtime = req.engine.runtime_quantizations
         for quant in options:
             if quant == "fp8" and (req.gpu is None or not req.gpu.fp8):
                 continue  # suggest FP8 only on GPUs with FP8 tensor cores

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Protocol
 
 from llmdeploy.catalog import ec2
-from llmdeploy.catalog.architecture import Architecture
+from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
 from llmdeploy.errors import Notice
 from llmdeploy.sizing.kv import KvLayout, KvPolicy
 
@@ -33,9 +34,38 @@ class PipelineStage:
         return self.index == self.count - 1
 
 
+class EngineSizing(Protocol):
+    """What the size stage asks of a serving engine. A request carries its engine (the callers
+    look it up in :mod:`llmdeploy.engines.registry`), so sizing never looks one up itself;
+    :class:`llmdeploy.engines.base.Engine` extends this interface."""
+
+    name: str  # the spec's engine.type
+    # Spec `quantization` values the engine makes from a 16-bit checkpoint itself.
+    runtime_quantizations: frozenset[str]
+
+    def memory_budget(
+        self,
+        req: SizingRequest,
+        arch: Architecture,
+        quant: CheckpointQuant | None,
+        total_gib: float,
+        max_model_len: int,
+    ) -> MemoryBudget:
+        """Per-GPU budget: weights, activation peak, non-torch memory, graphs, KV cache left."""
+        ...
+
+    def pipeline_split(
+        self, version: str | None, num_layers: int, pp: int
+    ) -> tuple[int, ...] | None:
+        """Decoder layers of each pipeline stage, first stage first, for ``version`` (None: the
+        default one); None when llmdeploy serves this engine without pipeline parallelism."""
+        ...
+
+
 @dataclass(frozen=True)
 class SizingRequest:
     architecture: Architecture
+    engine: EngineSizing  # the engine whose memory model sizes it (Sizing.engine: its name)
     gpu: ec2.Gpu | None = None
     gpu_total_gib: float | None = None  # explicit usable total (overrides the GPU table)
     gpus_per_instance: int | None = None
@@ -52,7 +82,6 @@ class SizingRequest:
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
     gpu_memory_utilization: float | None = None  # None: the engine version's default
-    engine: str = "vllm"  # a name in llmdeploy.engines.registry
     engine_version: str | None = None  # the version the engine's memory model is keyed on
     engine_variant: str | None = None  # an engine's choice of memory model (TRT-LLM backend)
     # what this spec's engine quantizes by itself; None: the engine's runtime_quantizations

@@ -5,12 +5,16 @@ DaemonSets, and the Kubernetes version the AMI alias must exist for."""
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from llmdeploy.catalog import ec2
 from llmdeploy.spec.fields import DURATION, SpecModel, located_error
 from llmdeploy.spec.placement import Placement
+
+if TYPE_CHECKING:
+    from llmdeploy.spec.sections import Spec
 
 CapacityType = Literal["on-demand", "spot", "reserved"]
 
@@ -237,3 +241,9 @@ class Cluster(SpecModel):
                 self.capacity_reservations,
             )
         return self
+
+
+def reserve_of(spec: Spec) -> ec2.Reserve:
+    """The spec's DaemonSet reserve (``cluster.daemonSetReserve``) in catalog units."""
+    r = spec.cluster.daemon_set_reserve
+    return ec2.Reserve(cpu_millicores=r.cpu_millicores, memory_mib=r.memory_mib)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from llmdeploy.engines.trtllm.spec import TrtllmEngine
     from llmdeploy.errors import Diagnostic
     from llmdeploy.perf.constants import EngineRun
-    from llmdeploy.plan.assemble import EngineParts
+    from llmdeploy.plan.types import EngineParts
     from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
     from llmdeploy.spec.fields import EngineSection
     from llmdeploy.spec.sections import Spec

@@ -51,8 +51,8 @@ from llmdeploy.plan.types import (
     Volume,
 )
 from llmdeploy.sizing import memory as mem
-from llmdeploy.sizing.requests import reserve_of
 from llmdeploy.sizing.types import Sizing
+from llmdeploy.spec.cluster import reserve_of
 from llmdeploy.spec.sections import Spec
 
 BUILD_SCRIPT = "build-engine.sh"

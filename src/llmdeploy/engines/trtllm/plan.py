@@ -13,7 +13,6 @@ from llmdeploy.engines.trtllm.releases import TRITON_CUDA
 from llmdeploy.engines.trtllm.serving import CONFIG_VOLUME, MODEL_VOLUME, TMP_VOLUME
 from llmdeploy.engines.trtllm.spec import TrtllmEngine
 from llmdeploy.errors import Notice
-from llmdeploy.plan.assemble import EngineParts
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
     checkpoint_gib,
@@ -29,6 +28,7 @@ from llmdeploy.plan.pod import (
 from llmdeploy.plan.types import (
     ConfigEntry,
     Container,
+    EngineParts,
     EnvVar,
     ExtraFile,
     Mount,

@@ -13,7 +13,6 @@ from llmdeploy.engines.trtllm.serve import (
     ServePlan,
     serve_plan,
 )
-from llmdeploy.plan.assemble import EngineParts
 from llmdeploy.plan.loading import MODEL_DIR, cache_gib, model_loading
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
@@ -28,6 +27,7 @@ from llmdeploy.plan.pod import (
 from llmdeploy.plan.types import (
     ConfigEntry,
     Container,
+    EngineParts,
     EnvVar,
     Mount,
     Port,

@@ -12,8 +12,8 @@ import math
 from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
 from llmdeploy.engines.vllm import facts as vf
 from llmdeploy.engines.vllm.facts import VllmFacts, vllm_facts
+from llmdeploy.engines.vllm.flags import DEFAULT_VLLM_VERSION
 from llmdeploy.engines.vllm.multimodal import multimodal_plan
-from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
 from llmdeploy.sizing import gpu_memory
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.kv import KvPolicy

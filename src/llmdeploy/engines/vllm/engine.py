@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from llmdeploy.engines.base import Ignored
     from llmdeploy.errors import Diagnostic
     from llmdeploy.perf.constants import EngineRun
-    from llmdeploy.plan.assemble import EngineParts
+    from llmdeploy.plan.types import EngineParts
     from llmdeploy.sizing.types import MemoryBudget, Sizing, SizingRequest
     from llmdeploy.spec.fields import EngineSection
     from llmdeploy.spec.sections import Spec
@@ -67,8 +67,8 @@ class Vllm:
         return vllm_budget(req, arch, quant, total_gib, max_model_len)
 
     def pipeline_split(self, version: str | None, num_layers: int, pp: int) -> tuple[int, ...]:
+        from llmdeploy.engines.vllm.flags import DEFAULT_VLLM_VERSION
         from llmdeploy.engines.vllm.pipeline import stage_layers
-        from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
 
         return stage_layers(version or DEFAULT_VLLM_VERSION, num_layers, pp)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from llmdeploy.engines.vllm.flags import DEFAULT_VLLM_VERSION
 from llmdeploy.engines.vllm.perf_constants import CONSTANTS
-from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
 from llmdeploy.perf import inputs
 from llmdeploy.perf.constants import EngineRun, constants_for
 

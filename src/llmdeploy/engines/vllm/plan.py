@@ -8,7 +8,6 @@ from llmdeploy.engines.vllm import flags, group
 from llmdeploy.engines.vllm.distributed import Distributed, multinode_backend
 from llmdeploy.engines.vllm.options import HTTP_PORT, MODEL_DIR, server_args
 from llmdeploy.engines.vllm.spec import VllmEngine
-from llmdeploy.plan.assemble import EngineParts
 from llmdeploy.plan.group import efa_devices, group_env
 from llmdeploy.plan.loading import cache_gib, model_loading
 from llmdeploy.plan.names import meta_for
@@ -25,7 +24,7 @@ from llmdeploy.plan.pod import (
     workload_plan,
 )
 from llmdeploy.plan.prometheus import signal_window_seconds
-from llmdeploy.plan.types import ConfigEntry, Container, EnvVar, Mount, Port, Volume
+from llmdeploy.plan.types import ConfigEntry, Container, EngineParts, EnvVar, Mount, Port, Volume
 from llmdeploy.sizing.types import Sizing
 from llmdeploy.spec.sections import Spec
 

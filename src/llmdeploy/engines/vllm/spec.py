@@ -6,9 +6,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
+from llmdeploy.engines.vllm.flags import DEFAULT_VLLM_VERSION
 from llmdeploy.spec.fields import EngineSection, SpecModel, check_pinned_image, check_release
-
-DEFAULT_VLLM_VERSION = "0.19.0"
 
 
 class ApiKeySecret(SpecModel):
