@@ -124,6 +124,11 @@ FITTED_KV = {
     "gs-trtllm100-gptoss120b-": 155552,
     "h200-vllm0240-m8b-": 919824,  # the start-up log's figure
     "h200-vllm0240-m1b-": 4104864,
+    # the arrival-pattern runs: each start-up log's figure (h200-vllm-0.24.0-arrivals.yaml)
+    "h200-vllm0240-q32b-": 269312,
+    "h200-vllm0240-qawq-": 2250528,
+    "h200-vllm0240-m70fp8-": 193856,
+    "h200-vllm0240-mq30-": 744096,
 }
 
 

@@ -212,6 +212,9 @@ def test_every_printed_suggestion_applied_to_the_spec_fits_as_printed(tmp_path: 
         spec["model"]["architecture"] = arch
         spec["hardware"] = hardware
         spec["serving"].update(serving)
+        # a batch limit of its own: no limit decided from the KV cache (which would size the
+        # suggestion's configuration with another limit than the one printed)
+        spec["serving"].setdefault("maxNumSeqs", 256)
         spec["cluster"]["placement"] = {"zone": "us-east-1a"}  # multi-node replicas need one
         out = _spec_size(spec, tmp_path)
         assert out["fits"] is False and out["suggestions"], arch

@@ -142,8 +142,8 @@ def _group_text(u: Uncertainty) -> str:
     if not u.group:
         return ""
     if not u.measured:
-        return f"; {u.group}"
-    return f", {u.group}: {u.rows} rows"
+        return f"\n    ({u.group})"
+    return f"\n    ({u.group}: {u.rows} rows)"
 
 
 ARRIVAL_TEXT = {
@@ -176,8 +176,8 @@ def table(p: Performance) -> RenderableType:
     e = p.estimate
     lines = [
         f"performance at the SLO load ({p.engine_label}):",
-        f"  model error (median, held out{_group_text(u)}): throughput "
-        f"{u.throughput_median:.0%}, ITL {u.itl_median:.0%}, TTFT {u.ttft_median:.0%}",
+        f"  model error (median, held out): throughput {u.throughput_median:.0%}, "
+        f"ITL {u.itl_median:.0%}, TTFT {u.ttft_median:.0%}{_group_text(u)}",
         "  " + _load_text(p),
         f"  TTFT p50/p99: {e.ttft_p50_ms:.0f} / {e.ttft_p99_ms:.0f} ms (mostly "
         f"{e.ttft_dominant_term})",

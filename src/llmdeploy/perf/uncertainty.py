@@ -120,6 +120,6 @@ def uncertainty_for(family: str, arch: str, arrival: str) -> Uncertainty:
         return max(same, key=lambda u: u.rows)
     return dataclasses.replace(
         UNCERTAINTY,
-        group=f"{family} on {arch}: no held-out measurement; every held-out row pooled",
+        group=f"{family} on {arch}: not measured, all rows pooled",
         measured=False,
     )
