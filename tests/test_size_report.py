@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import math
+import re
 from pathlib import Path
 from typing import Any
 
