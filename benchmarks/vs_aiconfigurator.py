@@ -14,9 +14,10 @@ asked at its number of requests in flight: the concurrency of a closed loop, the
 offline max-throughput run, and for open loops (Poisson or all-at-once), which AIConfigurator
 has no mode for, the number measured in flight (Little's law: requests/s x mean end-to-end
 latency). Rows it cannot express are listed with the reason. The llmdeploy CV column is the
-leave-one-model-out cross-validation prediction stored in DIR/fit-residuals.json, where a row
-has one. The table is the median |relative error| of each tool over the SAME rows, per metric,
-per arrival pattern and per source.
+cross-validation prediction stored in DIR/fit-residuals.json (leave-one-model-out; the row's
+source held out where its model has no fold of its own), where a row has one. The table is
+the median |relative error| of each tool over the SAME rows, per metric, per arrival pattern
+and per source.
 
 Without AIConfigurator installed the script says so in one line and exits 0. Figures are
 printed, never asserted. docs/performance-model.md ("Side by side with AIConfigurator") shows
@@ -32,6 +33,7 @@ import importlib.metadata
 import json
 import logging
 import math
+import re
 import shutil
 import statistics
 import subprocess
@@ -400,12 +402,27 @@ def format_table(entries: Sequence[Mapping[str, Any]], tools: Sequence[str] = TO
 
 
 def cv_predictions(directory: Path) -> dict[tuple[str, str], float]:
-    """(case id, metric) -> the cross-validation prediction of fit-residuals.json."""
+    """(case id, metric) -> the cross-validation prediction of fit-residuals.json
+    (``perf_fit.py --cv``). A row is held out twice there, with its source and with its model
+    geometry; the model fold is taken (leave-one-model-out, the issue's yardstick), the source
+    fold where the row's model has none."""
     path = directory / "fit-residuals.json"
     if not path.is_file():
         return {}
-    doc = json.loads(path.read_text())
-    return {(str(r["id"]), str(r["metric"])): float(r["predicted"]) for r in doc["cv"]["rows"]}
+    return cv_from(json.loads(path.read_text())["cv"]["rows"])
+
+
+def cv_from(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], float]:
+    out: dict[tuple[str, str], float] = {}
+    by_model: set[tuple[str, str]] = set()
+    for r in rows:
+        key = (str(r["id"]), str(r["metric"]))
+        model_fold = str(r.get("fold", "")).startswith("model ")
+        if model_fold or key not in by_model:
+            out[key] = float(r["predicted"])
+        if model_fold:
+            by_model.add(key)
+    return out
 
 
 def rows_of(
@@ -472,6 +489,9 @@ def ask(api: Any, q: Question, mode: str) -> dict[str, float]:
     }
 
 
+WATCHED = ("src", "scripts", "benchmarks", "tests/data/perf")
+
+
 def _git_commit() -> str:
     try:
         out = subprocess.run(
@@ -481,13 +501,14 @@ def _git_commit() -> str:
             check=True,
         )
         dirty = subprocess.run(
-            ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(REPO), "status", "--porcelain", "--", *WATCHED],
             capture_output=True,
             text=True,
             check=True,
         )
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    # "uncommitted" counts what the predictions depend on: the model, the scripts, the rows
     return out.stdout.strip() + (" (uncommitted changes)" if dirty.stdout.strip() else "")
 
 
@@ -529,21 +550,34 @@ def run(
                 record["skipped"] = q.reason
             else:
                 record["question"] = {**asdict(q), "model": labels[q.model]}
-                errors = []
+                refused: dict[str, str] = {}
                 for mode in AIC_MODES:
                     try:
                         aic[mode] = ask(api, q, mode)
                     except Exception as exc:  # AIConfigurator's refusal is data
-                        errors.append(f"{mode}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
-                if errors:
-                    record["aic_errors"] = errors
+                        refused[mode] = f"{type(exc).__name__}: {_message(exc, tmp)}"
+                if refused:
+                    record["aic_errors"] = refusals(refused)
                 if not aic:
-                    record["skipped"] = "AIConfigurator: " + "; ".join(errors)
+                    record["skipped"] = "AIConfigurator: " + "; ".join(record["aic_errors"])
             progress(f"{case.id}: {record.get('skipped', 'asked')}")
             rows += rows_of(case, kind, cal.predict(case), cv, aic)
             record["aic"] = aic
             asked.append(record)
     return rows, asked, versions
+
+
+def refusals(by_mode: Mapping[str, str]) -> list[str]:
+    """'static: E', 'agg: F', or 'static and agg: E' when both modes refused alike."""
+    if len(by_mode) > 1 and len(set(by_mode.values())) == 1:
+        return [f"{' and '.join(by_mode)}: {next(iter(by_mode.values()))}"]
+    return [f"{mode}: {text}" for mode, text in by_mode.items()]
+
+
+def _message(exc: Exception, tmp: str) -> str:
+    """The first line of an AIConfigurator error without this machine's paths."""
+    text = (str(exc).splitlines() or [""])[0].replace(tmp + "/", "")
+    return re.sub(r"\S*site-packages/", "", text)
 
 
 def _model_dirs(

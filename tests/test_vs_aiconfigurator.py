@@ -293,3 +293,22 @@ def test_without_aiconfigurator_it_says_so_and_exits_0(
     assert capsys.readouterr().out == (
         "vs_aiconfigurator: AIConfigurator is not installed (pip install -e '.[peer]')\n"
     )
+
+
+def test_cv_prediction_is_the_model_folds(vs: ModuleType) -> None:
+    rows = [
+        {"id": "a", "metric": "thr", "fold": "model Llama-3.1-8B", "predicted": 1.0},
+        {"id": "a", "metric": "thr", "fold": "H200 file", "predicted": 2.0},  # after: ignored
+        {"id": "b", "metric": "thr", "fold": "source trt014", "predicted": 3.0},
+        {"id": "b", "metric": "thr", "fold": "model Qwen3-32B", "predicted": 4.0},
+        {"id": "c", "metric": "ttft_p50", "fold": "source gpustack", "predicted": 5.0},
+    ]
+    assert vs.cv_from(rows) == {("a", "thr"): 1.0, ("b", "thr"): 4.0, ("c", "ttft_p50"): 5.0}
+
+
+def test_refusals_are_said_once_when_both_modes_agree(vs: ModuleType) -> None:
+    assert vs.refusals({"static": "E: no MoE data", "agg": "E: no MoE data"}) == [
+        "static and agg: E: no MoE data"
+    ]
+    assert vs.refusals({"agg": "RuntimeError: OOM"}) == ["agg: RuntimeError: OOM"]
+    assert vs.refusals({"static": "A", "agg": "B"}) == ["static: A", "agg: B"]
