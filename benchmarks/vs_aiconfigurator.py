@@ -96,6 +96,16 @@ AIC_MODEL = {
     "gpt-oss-120b": "openai/gpt-oss-120b",
     "deepseek-r1": "deepseek-ai/DeepSeek-R1",
     "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    # the same geometry as Llama 3.1 70B (layers, widths, heads, vocabulary; RoPE scaling aside)
+    "llama-3-70b": "meta-llama/Meta-Llama-3.1-70B",
+    "llama-3.3-70b": "meta-llama/Meta-Llama-3.1-70B",
+    # the GPU toolkit's geometry keys (../shared/gpu/models), where a sweep names them
+    "m8b": "meta-llama/Meta-Llama-3.1-8B",
+    "m70fp8": "meta-llama/Meta-Llama-3.1-70B",
+    "q32b": "Qwen/Qwen3-32B",
+    "mq30": "Qwen/Qwen3-30B-A3B",
+    "mix": "mistralai/Mixtral-8x7B-v0.1",
+    "goss": "openai/gpt-oss-20b",
 }
 # engine family (perf_calibration) -> AIConfigurator backend
 AIC_BACKEND = {"vllm": "vllm", "trtllm-trt": "trtllm", "trtllm-pytorch": "trtllm"}
