@@ -9,7 +9,9 @@ Every calibration case of DIR (default tests/data/perf, read with scripts/perf_c
 ``load_cases``) is predicted by llmdeploy (``perf_calibration.predict``, the constants as
 written) and asked of AIConfigurator's ``cli_estimate`` in its two single-replica modes:
 ``static`` (the batch starts together, prefills together and decodes together: a closed loop's
-wave) and ``agg`` (in-flight batching in steady state at a fixed number of requests). A row is
+wave) and ``agg`` (in-flight batching in steady state at a fixed number of requests); "AIC
+matched" is the mode whose assumption is the row's arrival pattern (static for a closed loop of
+fixed lengths, agg for every other). A row is
 asked at its number of requests in flight: the concurrency of a closed loop, the batch of an
 offline max-throughput run, and for open loops (Poisson or all-at-once), which AIConfigurator
 has no mode for, the number measured in flight (Little's law: requests/s x mean end-to-end
@@ -67,8 +69,12 @@ AIC_METRIC = {
     "ttft_mean": "ttft",
 }
 ARRIVALS = ("closed-loop", "steady", "poisson", "burst", "offline")
-TOOLS = ("llmdeploy", "llmdeploy CV", "AIC static", "AIC agg")
+TOOLS = ("llmdeploy", "llmdeploy CV", "AIC matched", "AIC static", "AIC agg")
 AIC_MODES = ("static", "agg")
+# AIConfigurator's mode whose assumption is the row's arrival pattern: a closed loop of fixed
+# lengths moves in waves (static: the batch starts, prefills and decodes together); every
+# other pattern is in-flight batching with requests at different stages (agg)
+MATCHED_MODE = {"closed-loop": "static"}
 
 # llmdeploy's GPU names (catalog/ec2) -> AIConfigurator's system names
 AIC_SYSTEM = {
@@ -456,6 +462,9 @@ def rows_of(
             value = figures.get(AIC_METRIC[t.metric])
             if value is not None and math.isfinite(value) and value > 0:
                 row.predicted[f"AIC {mode}"] = value
+        matched = row.predicted.get(f"AIC {MATCHED_MODE.get(kind, 'agg')}")
+        if matched is not None:
+            row.predicted["AIC matched"] = matched
         out.append(row)
     return out
 
