@@ -116,7 +116,7 @@ AIC_MODEL = {
 # engine family (perf_calibration) -> AIConfigurator backend
 AIC_BACKEND = {"vllm": "vllm", "trtllm-trt": "trtllm", "trtllm-pytorch": "trtllm"}
 # row metrics that give the number of requests in flight directly, in order of preference
-IN_FLIGHT_KEYS = ("in_flight", "mean_in_flight", "requests_in_flight", "mean_running")
+IN_FLIGHT_KEYS = ("measured_in_flight", "in_flight", "mean_in_flight", "requests_in_flight")
 
 
 class CaseLike(Protocol):
@@ -161,6 +161,7 @@ class Question:
     gemm_quant: str | None = None
     kv_quant: str | None = None
     moe_quant: str | None = None
+    prefix: int = 0  # prompt tokens already in the prefix cache, per request on average
     basis: str = ""  # where `batch` comes from
 
     def kwargs(self) -> dict[str, Any]:
@@ -175,6 +176,8 @@ class Question:
         }
         if self.moe_tp is not None:
             out["moe_tp_size"], out["moe_ep_size"] = self.moe_tp, 1
+        if self.prefix:
+            out["prefix"] = self.prefix
         for key, value in (
             ("gemm_quant_mode", self.gemm_quant),
             ("kvcache_quant_mode", self.kv_quant),
@@ -195,7 +198,7 @@ class RawRows:
     """The rows of DIR's YAML files as written (what a Case does not keep)."""
 
     rows: Mapping[str, Mapping[str, Any]]  # id -> row
-    configs: Mapping[str, Mapping[str, Any]]  # catalog model name -> config.json of a sweep file
+    configs: Mapping[str, Mapping[str, Any]]  # model name -> the config.json a row's file gives
 
 
 @dataclass
@@ -224,6 +227,12 @@ def load_raw(directory: Path) -> RawRows:
         elif isinstance(doc, dict) and "serving" in doc:
             items = list(doc["serving"])
             configs.update(doc.get("config_json") or {})
+        elif isinstance(doc, dict) and "arrivals" in doc:  # scripts/gpu_ingest.py's format
+            items = list(doc["arrivals"])
+            for start in doc.get("startup") or []:
+                name = str(start["model"]).split()[0].lower()  # as perf_calibration names it
+                if start.get("config"):
+                    configs[name] = json.loads((directory / str(start["config"])).read_text())
         else:
             continue
         rows.update({str(r["id"]): r for r in items if isinstance(r, dict) and "id" in r})
@@ -235,6 +244,8 @@ def arrival(case: CaseLike, raw: Mapping[str, Any]) -> str:
     steady (staggered clients, or lengths that vary: no waves), poisson (open loop at a rate),
     burst (every request at t=0) or offline (trtllm-bench max throughput)."""
     wl = case.workload
+    if raw.get("arrival") in ARRIVALS:  # the row says (scripts/gpu_ingest.py)
+        return str(raw["arrival"])
     if str(raw.get("scenario", "")) == "offline_max_throughput":
         return "offline"
     if wl.request_rate is not None:
@@ -324,11 +335,14 @@ def question(
         n = float(wl.concurrency)
         basis = f"{kind} concurrency {wl.concurrency}"
     else:
-        n_or_none = in_flight(raw.get("metrics") or {}, float(wl.output_tokens))
+        # a figure for requests in flight sits beside the metrics (gpu_ingest.py) or in them
+        figures = {**(raw.get("metrics") or {}), **{k: raw[k] for k in IN_FLIGHT_KEYS if k in raw}}
+        n_or_none = in_flight(figures, float(wl.output_tokens))
         if n_or_none is None:
             return Skip(f"{kind} open loop: the row gives no figure for requests in flight")
         n = n_or_none
-        basis = f"{kind}: {n:.1f} in flight measured (Little's law)"
+        how = "measured" if _first(figures, *IN_FLIGHT_KEYS) else "Little's law on the measured run"
+        basis = f"{kind}: {n:.1f} in flight ({how})"
     # the engine runs at most max_num_seqs, and no more than its KV cache holds at full length
     # (the rest of the requests in flight wait in its queue)
     kv_seqs = int(dep.kv_capacity_tokens // (wl.input_tokens + wl.output_tokens))
@@ -340,6 +354,13 @@ def question(
             else (f"the {kv_seqs} sequences its KV cache holds")
         )
         basis += f", running batch capped at {limit}"
+    # prompts the harness re-sent whole (prefix-cache hits): AIConfigurator takes a cached
+    # prefix per request, so it gets the mean
+    cached = len(getattr(wl, "cached_requests", None) or ())
+    prefix = 0
+    if cached and wl.num_requests:
+        prefix = min(round(wl.input_tokens * cached / wl.num_requests), round(wl.input_tokens) - 1)
+        basis += f", prefix {prefix} tokens ({cached} of {wl.num_requests} prompts cached)"
     gemm, kv, moe = _quant(case)
     return Question(
         model=model,
@@ -355,6 +376,7 @@ def question(
         gemm_quant=gemm,
         kv_quant=kv,
         moe_quant=moe,
+        prefix=prefix,
         basis=basis,
     )
 

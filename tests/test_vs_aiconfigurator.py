@@ -130,7 +130,7 @@ def test_poisson_row_is_asked_at_the_measured_requests_in_flight(vs: ModuleType)
     raw = {"metrics": {"output_tok_s": 1024.0, "e2e_mean_ms": 4600.0}}
     q = vs.question(case, raw, MODELS, VERSIONS)
     assert q.batch == 37
-    assert q.basis == "poisson: 36.8 in flight measured (Little's law)"
+    assert q.basis == "poisson: 36.8 in flight (Little's law on the measured run)"
     assert vs.question(case, {"metrics": {}}, MODELS, VERSIONS) == vs.Skip(
         "poisson open loop: the row gives no figure for requests in flight"
     )
@@ -322,3 +322,46 @@ def test_refusals_are_said_once_when_both_modes_agree(vs: ModuleType) -> None:
     ]
     assert vs.refusals({"agg": "RuntimeError: OOM"}) == ["agg: RuntimeError: OOM"]
     assert vs.refusals({"static": "A", "agg": "B"}) == ["static: A", "agg: B"]
+
+
+@dataclass(frozen=True)
+class WithHits(Workload):
+    """A workload with prefix-cache hits (the field the arrival rows' loader sets)."""
+
+    cached_requests: frozenset[int] = frozenset()
+
+
+def test_prefix_hits_become_aiconfigurators_mean_cached_prefix(vs: ModuleType) -> None:
+    base = from_loadgen("512/128/stagger:8/32")
+    hits = WithHits(**{f: getattr(base, f) for f in base.__dataclass_fields__})
+    hits = WithHits(**{**hits.__dict__, "cached_requests": frozenset(range(8))})
+    q = vs.question(FakeCase(hits), {}, MODELS, VERSIONS)
+    # 8 of 32 prompts were whole in the cache: 512 x 8 / 32 = 128 cached tokens per request
+    assert q.prefix == 128 and q.kwargs()["prefix"] == 128
+    assert q.basis == "steady concurrency 8, prefix 128 tokens (8 of 32 prompts cached)"
+    assert "prefix" not in vs.question(FakeCase(base), {}, MODELS, VERSIONS).kwargs()
+
+
+def test_arrival_rows_file(vs: ModuleType, tmp_path: Path) -> None:
+    """scripts/gpu_ingest.py's format: ``startup`` with each model's config path, ``arrivals``
+    with the pattern and the requests measured in flight beside the metrics."""
+    (tmp_path / "models" / "q32b").mkdir(parents=True)
+    (tmp_path / "models" / "q32b" / "config.json").write_text('{"num_hidden_layers": 64}')
+    (tmp_path / "h200-arrivals.yaml").write_text(
+        "startup:\n"
+        "- {model: Qwen3-32B geometry, config: models/q32b/config.json}\n"
+        "arrivals:\n"
+        "- id: p8\n"
+        "  model: Qwen3-32B geometry\n"
+        "  arrival: poisson\n"
+        "  measured_in_flight: 21.4\n"
+        "  metrics: {output_tok_s: 812.1}\n"
+    )
+    raw = vs.load_raw(tmp_path)
+    assert raw.configs == {"qwen3-32b": {"num_hidden_layers": 64}}
+    row = raw.rows["p8"]
+    case = FakeCase(from_loadgen("512/128/poisson:8/160"), model_key="qwen3-32b")
+    assert vs.arrival(case, row) == "poisson"
+    q = vs.question(case, row, {"qwen3-32b": "/cfg/q32b"}, VERSIONS)
+    assert (q.batch, q.model) == (21, "/cfg/q32b")
+    assert q.basis == "poisson: 21.4 in flight (measured)"
