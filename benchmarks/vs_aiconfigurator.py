@@ -289,7 +289,9 @@ def _quant(case: CaseLike) -> tuple[str, str, str | None]:
     kv = "fp8" if dep.kv_bytes <= 1.0 else "bfloat16"
     if dep.gemm_dtype == "fp8":
         gemm = "fp8"
-    elif dep.weight_bytes_dense < 1.0:  # 4-bit weights, 16-bit activations (AWQ, GPTQ)
+    elif dep.gemm_dtype == "int8":  # W8A8 on INT8 tensor cores: AIConfigurator's SmoothQuant
+        gemm = "sq"
+    elif dep.gemm_dtype == "w4a16" or dep.weight_bytes_dense < 1.0:  # AWQ, GPTQ: weight-only
         gemm = "int4_wo"
     else:
         gemm = "bfloat16"

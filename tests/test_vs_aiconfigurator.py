@@ -169,6 +169,10 @@ def test_precision_and_moe_sharding(vs: ModuleType) -> None:
     assert q.kwargs()["moe_tp_size"] == 1 and q.kwargs()["moe_ep_size"] == 1
     awq = FakeCase(from_loadgen("512/128/closed:8/32"), dep=Deployment(weight_bytes_dense=0.5))
     assert vs.question(awq, {}, MODELS, VERSIONS).gemm_quant == "int4_wo"
+    w4a16 = FakeCase(from_loadgen("512/128/closed:8/32"), dep=Deployment(gemm_dtype="w4a16"))
+    assert vs.question(w4a16, {}, MODELS, VERSIONS).gemm_quant == "int4_wo"
+    w8a8 = FakeCase(from_loadgen("512/128/closed:8/32"), dep=Deployment(gemm_dtype="int8"))
+    assert vs.question(w8a8, {}, MODELS, VERSIONS).gemm_quant == "sq"
 
 
 def test_trtllm_row_is_asked_of_aiconfigurators_trtllm_database(vs: ModuleType) -> None:
