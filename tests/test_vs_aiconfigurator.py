@@ -247,6 +247,16 @@ def test_error_table_compares_the_same_rows(vs: ModuleType) -> None:
     assert ("throughput", "steady") not in by  # no rows: no line
     ttft = by[("TTFT p50", "poisson")]
     assert (ttft["llmdeploy"], ttft["AIC static"], ttft["AIC agg"]) == (0.5, 3.0, 2.0)
+    # held out: CV against the matched mode on the rows with both (the two closed loops):
+    # CV 20, 40 -> 30 %; static 5, 30 -> 17.5 %
+    held = {(e["metric"], e["group"]): e for e in vs.table(rows, vs.HELD_OUT, vs.HELD_OUT)}
+    h = held[("throughput", "all")]
+    assert (h["rows"], h["llmdeploy CV"], h["AIC matched"]) == (
+        2,
+        pytest.approx(0.30),
+        pytest.approx(0.175),
+    )
+    assert ("throughput", "poisson") not in held  # one row lacks CV, the other the agg mode
     text = vs.format_table([thr], tools=("llmdeploy", "llmdeploy CV", "AIC matched"))
     assert text.splitlines() == [
         "| metric     | rows of | rows | llmdeploy | llmdeploy CV | AIC matched |",
@@ -292,6 +302,9 @@ def test_every_stored_row_maps_or_says_why(vs: ModuleType) -> None:
             assert q.reason, case.id
             continue
         assert q.batch >= 1 and q.isl >= 1 and q.osl >= 2, case.id
+        if raw.rows[case.id].get("arrival") == "poisson":
+            # gpu_ingest.py's Poisson rows give the requests in flight: asked at that number
+            assert "in flight (measured)" in q.basis, case.id
         if case.workload.concurrency is not None and case.source == "h200-vllm-0.24.0":
             # the measured H200 closed loops: asked at their own concurrency, the row's config
             assert (q.system, q.backend, q.version) == ("h200_sxm", "vllm", "0.24.0")
