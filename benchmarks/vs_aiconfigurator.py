@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """llmdeploy and NVIDIA's AIConfigurator, side by side on the same measured rows (issue 22).
 
-    pip install -e '.[peer]'                     # AIConfigurator 0.12.0: a dev extra, never a
-    python benchmarks/vs_aiconfigurator.py       # runtime dependency of llmdeploy
+    pip install -e '.[peer]'                     # AIConfigurator 0.12.0: an optional extra,
+    python benchmarks/vs_aiconfigurator.py       # never a runtime dependency of llmdeploy
     python benchmarks/vs_aiconfigurator.py --rows --json OUT.json [DIR]
 
 Every calibration case of DIR (default tests/data/perf, read with scripts/perf_calibration.py's
@@ -11,15 +11,16 @@ written) and asked of AIConfigurator's ``cli_estimate`` in its two single-replic
 ``static`` (the batch starts together, prefills together and decodes together: a closed loop's
 wave) and ``agg`` (in-flight batching in steady state at a fixed number of requests); "AIC
 matched" is the mode whose assumption is the row's arrival pattern (static for a closed loop of
-fixed lengths, agg for every other). A row is
-asked at its number of requests in flight: the concurrency of a closed loop, the batch of an
-offline max-throughput run, and for open loops (Poisson or all-at-once), which AIConfigurator
-has no mode for, the number measured in flight (Little's law: requests/s x mean end-to-end
-latency). Rows it cannot express are listed with the reason. The llmdeploy CV column is the
-cross-validation prediction stored in DIR/fit-residuals.json (leave-one-model-out; the row's
-source held out where its model has no fold of its own), where a row has one. The table is
-the median |relative error| of each tool over the SAME rows, per metric, per arrival pattern
-and per source.
+fixed lengths, agg for every other). A row is asked at its number of requests in flight: the
+concurrency of a closed loop, the batch of an offline max-throughput run, and for open loops
+(Poisson or all-at-once), which AIConfigurator has no mode for, the number measured in flight
+(as the row gives it, else Little's law: requests/s x mean end-to-end latency), capped by the
+engine's max_num_seqs and its KV cache. Rows it cannot express are listed with the reason.
+The llmdeploy CV column is the cross-validation prediction stored in DIR/fit-residuals.json
+(leave-one-model-out; the row's source held out where its model has no fold of its own),
+where a row has one. The table is the median |relative error| of each tool over the SAME
+rows, per metric, per arrival pattern and per source; a second table compares llmdeploy's
+cross-validation with AIConfigurator's matched mode on the rows that have both.
 
 Without AIConfigurator installed the script says so in one line and exits 0. Figures are
 printed, never asserted. docs/performance-model.md ("Side by side with AIConfigurator") shows
@@ -77,15 +78,16 @@ HELD_OUT = ("llmdeploy CV", "AIC matched")  # the issue's goal: below AIConfigur
 # other pattern is in-flight batching with requests at different stages (agg)
 MATCHED_MODE = {"closed-loop": "static"}
 
-# llmdeploy's GPU names (catalog/ec2) -> AIConfigurator's system names
+# llmdeploy's GPU names (perf.inputs.hardware of p4d, p4de, p5, p5en, g6e, g6, p6-b200) ->
+# AIConfigurator's system names (aiconfigurator_core/systems/*.yaml); the A10G (g5) has none
 AIC_SYSTEM = {
     "NVIDIA H100 SXM5 80GB HBM3": "h100_sxm",
     "NVIDIA H200 SXM 141GB": "h200_sxm",
     "NVIDIA A100 SXM4 40GB": "a100_sxm",
     "NVIDIA A100 SXM4 80GB": "a100_sxm",
-    "NVIDIA L40S 48GB": "l40s",
-    "NVIDIA L4 24GB": "l4",
-    "NVIDIA B200 180GB": "b200_sxm",
+    "NVIDIA L40S": "l40s",
+    "NVIDIA L4": "l4",
+    "NVIDIA B200": "b200_sxm",
 }
 # llmdeploy's catalog names -> the Hugging Face configs AIConfigurator 0.12.0 bundles
 # (aiconfigurator_core/model_configs), exactly the same geometry only
@@ -149,15 +151,15 @@ class CaseLike(Protocol):
 class Question:
     """What AIConfigurator is asked for one row (``cli_estimate`` arguments)."""
 
-    model: str  # Hugging Face id of a bundled config, or a directory holding the row's config.json
+    model: str  # a directory holding the model's config.json
     system: str
     backend: str
     version: str  # AIConfigurator's performance-database version
     tp: int
     isl: int
     osl: int
-    batch: int  # requests in flight
-    ctx_tokens: int  # context-token budget per step (the engine's max_num_batched_tokens)
+    batch: int  # requests in flight (running)
+    ctx_tokens: int  # context-token budget per step (ISL, or the engine's max_num_batched_tokens)
     moe_tp: int | None = None  # MoE models: experts sharded over the TP group (no EP)
     gemm_quant: str | None = None
     kv_quant: str | None = None
