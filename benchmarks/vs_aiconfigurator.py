@@ -17,10 +17,10 @@ concurrency of a closed loop, the batch of an offline max-throughput run, and fo
 (as the row gives it, else Little's law: requests/s x mean end-to-end latency), capped by the
 engine's max_num_seqs and its KV cache. Rows it cannot express are listed with the reason.
 The llmdeploy CV column is the cross-validation prediction stored in DIR/fit-residuals.json
-(leave-one-model-out; the row's source held out where its model has no fold of its own),
-where a row has one. The table is the median |relative error| of each tool over the SAME
-rows, per metric, per arrival pattern and per source; a second table compares llmdeploy's
-cross-validation with AIConfigurator's matched mode on the rows that have both.
+(the fold that held the row out: its model geometry, or its whole source), where a row has
+one. The table is the median |relative error| of each tool over the SAME rows, per metric,
+per arrival pattern and per source; a second table compares llmdeploy's cross-validation
+with AIConfigurator's matched mode on the rows that have both.
 
 Without AIConfigurator installed the script says so in one line and exits 0. Figures are
 printed, never asserted. docs/performance-model.md ("Side by side with AIConfigurator") shows
@@ -448,13 +448,17 @@ def format_table(entries: Sequence[Mapping[str, Any]], tools: Sequence[str] = TO
 
 def cv_predictions(directory: Path) -> dict[tuple[str, str], float]:
     """(case id, metric) -> the cross-validation prediction of fit-residuals.json
-    (``perf_fit.py --cv``). A row is held out twice there, with its source and with its model
-    geometry; the model fold is taken (leave-one-model-out, the issue's yardstick), the source
-    fold where the row's model has none."""
+    (``perf_fit.py --cv``): the fold that held the row out, which the file names (a model
+    geometry or a whole source). Where a row was held out twice, the geometry's fold is taken
+    (leave-one-model-out, the issue's yardstick)."""
     path = directory / "fit-residuals.json"
     if not path.is_file():
         return {}
     return cv_from(json.loads(path.read_text())["cv"]["rows"])
+
+
+# fit-residuals.json's folds that hold out one model geometry (scripts/perf_fit.py, folds())
+GEOMETRY_FOLDS = ("model ", "H200 arrivals: ")
 
 
 def cv_from(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], float]:
@@ -462,7 +466,7 @@ def cv_from(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], float]:
     by_model: set[tuple[str, str]] = set()
     for r in rows:
         key = (str(r["id"]), str(r["metric"]))
-        model_fold = str(r.get("fold", "")).startswith("model ")
+        model_fold = str(r.get("fold", "")).startswith(GEOMETRY_FOLDS)
         if model_fold or key not in by_model:
             out[key] = float(r["predicted"])
         if model_fold:

@@ -329,8 +329,15 @@ def test_cv_prediction_is_the_model_folds(vs: ModuleType) -> None:
         {"id": "b", "metric": "thr", "fold": "source trt014", "predicted": 3.0},
         {"id": "b", "metric": "thr", "fold": "model Qwen3-32B", "predicted": 4.0},
         {"id": "c", "metric": "ttft_p50", "fold": "source gpustack", "predicted": 5.0},
+        {"id": "d", "metric": "thr", "fold": "H200 file (vLLM 0.24)", "predicted": 6.0},
+        {"id": "d", "metric": "thr", "fold": "H200 arrivals: Qwen3-32B", "predicted": 7.0},
     ]
-    assert vs.cv_from(rows) == {("a", "thr"): 1.0, ("b", "thr"): 4.0, ("c", "ttft_p50"): 5.0}
+    assert vs.cv_from(rows) == {
+        ("a", "thr"): 1.0,
+        ("b", "thr"): 4.0,
+        ("c", "ttft_p50"): 5.0,
+        ("d", "thr"): 7.0,  # perf_fit's per-geometry fold of the arrival rows
+    }
 
 
 def test_refusals_are_said_once_when_both_modes_agree(vs: ModuleType) -> None:
