@@ -541,7 +541,7 @@ def ask(api: Any, q: Question, mode: str) -> dict[str, float]:
     }
 
 
-WATCHED = ("src", "scripts", "benchmarks", "tests/data/perf")
+WATCHED = ("src", "scripts", "benchmarks/vs_aiconfigurator.py", "tests/data/perf")
 
 
 def _git_commit() -> str:
