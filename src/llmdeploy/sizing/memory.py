@@ -340,22 +340,53 @@ def activation_bytes(
     sampler = reqs * a.vocab_size * (sampler_bytes + dt - DTYPE_BYTES) if last_stage else 0.0
     width = a.intermediate_size / tp
     moe_split = moe_ranks or tp
+    in_workspace = a.is_moe and moe_workspace and not (q is not None and q.method == "mxfp4")
     if a.is_moe:
-        width = max(
-            width,
-            a.experts_per_token * a.moe_intermediate_size / moe_split
-            + a.shared_expert_intermediate_size / tp,
-        )
-    forward = tokens * dt * (2 * h + 3 * width)
+        # the fused-MoE kernel writes the routed experts' gate/up output, activation and down
+        # output into its workspaces (TritonExperts.apply: intermediate_cache1-3 are views of
+        # workspace13/workspace2), so with those counted below the MoE layer's own transients
+        # are the shared expert's; the dense width is that of the layers without experts
+        dense = max((s.mlp_width for s in layer_shapes(a) if not s.moe), default=0) / tp
+        shared = a.shared_expert_intermediate_size / tp
+        routed = a.experts_per_token * a.moe_intermediate_size / moe_split
+        width = max(dense, shared if in_workspace else routed + shared)
+    forward = tokens * dt * (2 * h + 3 * width) + dequant_bytes(a, q, tp, moe_split, dt)
     retained = tokens * h * dt  # hidden states of the dummy run, alive during sampling
     workspace = 0.0
-    if a.is_moe and moe_workspace and not (q is not None and q.method == "mxfp4"):
+    if in_workspace:
         im = a.moe_intermediate_size / moe_split  # fused-MoE workspaces, kept across the run
         workspace = tokens * a.experts_per_token * (max(2 * im, h) + im) * dt
     enc = encoder or EncoderProfile()
     cached = enc.cached_tokens * h * dt  # encoder outputs of the dummy items
     received = 0.0 if first_stage else 2 * tokens * h * dt  # pipeline receive buffers
     return max(sampler, forward, enc.encoder_bytes) + retained + workspace + cached + received
+
+
+def dequant_bytes(
+    a: Architecture, q: CheckpointQuant | None, tp: int, moe_ranks: int, dt: int
+) -> float:
+    """The 16-bit copy of a weight that a bitsandbytes 4-bit matmul dequantizes for a batch of
+    more than one token, the largest one of a layer on one rank (0 for other formats).
+
+    Linear layers dequantize one shard at a time (vLLM ``quantization/bitsandbytes.py``
+    ``_apply_bnb_4bit``: ``matmul_4bit(x, weight[offsets[i]:offsets[i + 1]].t(), ...)`` per
+    shard of a merged layer; bitsandbytes' ``MatMul4Bit`` runs ``dequantize_4bit`` then a 16-bit
+    GEMM), so the largest is one MLP projection, ``hidden x intermediate / TP``, or one
+    attention projection. MoE layers dequantize every local expert at once
+    (``BitsAndBytesMoEMethod._apply_4bit_dequnt``: ``w13`` and ``w2`` whole); ``moe_ranks``
+    splits them (1 under expert parallelism: counted whole, an upper bound)."""
+    if q is None or q.method != "bnb-4bit":
+        return 0.0
+    h = a.hidden_size
+    shards = [0.0]
+    if q.quantized_fraction("attention") > 0:
+        shards.append(h * a.num_attention_heads * a.head_dim / tp)
+    dense = max((s.mlp_width for s in layer_shapes(a) if not s.moe), default=0)
+    if q.quantized_fraction("mlp") > 0:
+        shards.append(h * max(dense, a.shared_expert_intermediate_size) / tp)
+    if a.is_moe and q.quantized_fraction("experts") > 0:
+        shards.append(a.num_experts * 3 * h * a.moe_intermediate_size / max(1, moe_ranks))
+    return max(shards) * dt
 
 
 def non_torch_gib(base: float, tp: int, nvlink: bool, nvswitch_hopper: bool) -> float:

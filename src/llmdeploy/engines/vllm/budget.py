@@ -166,6 +166,14 @@ def vllm_budget(
     problem = vf.quantization_problem(version, quant)
     if problem:
         reasons.append(problem)
+    if quant is not None and quant.method == "bnb-8bit" and arch.is_moe:
+        # BitsAndBytesMoEMethod._create_weights_8bit raises NotImplementedError
+        # (vllm/model_executor/layers/quantization/bitsandbytes.py)
+        reasons.append(
+            f"vLLM has no 8-bit bitsandbytes kernel for the experts of {arch.name} (only "
+            "4-bit bitsandbytes MoE loads); serve a 4-bit bitsandbytes, AWQ or GPTQ checkpoint, "
+            "or the 16-bit one with quantization: fp8"
+        )
     policy, kv_reasons = _kv_policy(req, arch, facts, version, cc, notes)
     reasons.extend(kv_reasons)
     return MemoryBudget(

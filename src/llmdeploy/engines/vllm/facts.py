@@ -187,16 +187,38 @@ def mamba_mode(arch: Architecture, prefix_caching: bool) -> str:
     return "all" if arch.ssm.prefix_caching else "align"
 
 
+# The nearest format vLLM still serves when a checkpoint's method is gone from a release:
+# bitsandbytes left the quantization registry in 0.28.0 (engines/vllm/flags.py)
+_NEAREST: dict[str, str] = {
+    "bnb-4bit": "an AWQ or GPTQ 4-bit checkpoint of the same model (quantization: int4-awq "
+    "or int4-gptq: about the same weight memory, 0.52 B per weight)",
+    "bnb-8bit": "the 16-bit checkpoint with quantization: fp8, or an int8 W8A8 checkpoint "
+    "(quantization: int8)",
+}
+
+
 def quantization_problem(version: str, q: CheckpointQuant | None) -> str:
-    """Why vLLM ``version`` cannot load this checkpoint format (its quantization registry)."""
-    from llmdeploy.engines.vllm.flags import accepted_values
+    """Why vLLM ``version`` cannot load this checkpoint format (its quantization registry),
+    with the last checked release that can and the nearest format this one serves."""
+    from llmdeploy.engines.vllm.flags import CHECKED_VERSIONS, accepted_values
 
     if q is None or not q.quant_method:
         return ""
     methods = accepted_values("quantization", version) or ()
     if q.quant_method in methods:
         return ""
-    return (
+    problem = (
         f"vLLM {version} has no {q.quant_method!r} quantization method for this checkpoint "
         f"({q.label})"
     )
+    older = [
+        v
+        for v in CHECKED_VERSIONS
+        if parse_version(v) < parse_version(version)
+        and q.quant_method in (accepted_values("quantization", v) or ())
+    ]
+    if older:
+        problem += f"; pin engine.version {older[-1]} (the last checked release that has it)"
+    if q.method in _NEAREST:
+        problem += f", or serve {_NEAREST[q.method]}"
+    return problem
