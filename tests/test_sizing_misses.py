@@ -117,3 +117,34 @@ def test_bitsandbytes_refused_where_vllm_cannot_load_it_with_the_nearest_option(
     assert any("no 8-bit bitsandbytes kernel for the experts" in r for r in s.reasons)
     dense = dataclasses.replace(load_architecture("llama-3.1-8b"), quantization=_bnb(8))
     assert calculator.compute(_req("llama-3.1-8b", architecture=dense)).fits
+
+
+# --- item 4: AWQ weights on Hopper -------------------------------------------------------------
+
+
+def test_awq_zero_points_are_16_bit_on_machete_from_vllm_0_24_on_hopper() -> None:
+    """vLLM 0.24.0 quantization/auto_awq.py: AWQ linear layers pick their kernel with
+    ``choose_mp_linear_kernel``; on Hopper that is Machete (kernels/linear/mixed_precision/
+    machete.py ``transform_w_zp``: zero points unpacked to ``-scale x zero`` in 16 bits), so
+    a group of 128 weights costs 0.5 x 128 + 2 (scale) + 2 (zero) bytes, not + 0.5 packed."""
+    q = quant_from_config({"quant_method": "awq", "bits": 4, "group_size": 128}, "c", 28)
+    assert q.bytes_per_weight == 0.5 + 2.5 / 128
+    assert vf.group_zero_bytes("0.24.0", 9, q) == 2.0
+    assert vf.group_zero_bytes("0.23.0", 9, q) is None  # AWQMarlinLinearMethod: packed
+    assert vf.group_zero_bytes("0.24.0", 8, q) is None  # Marlin below Hopper
+    assert vf.group_zero_bytes("0.24.0", 10, q) is None  # Machete is SM 9.0 only
+    gptq = quant_from_config({"quant_method": "gptq", "bits": 4, "group_size": 128}, "c", 28)
+    assert vf.group_zero_bytes("0.24.0", 9, gptq) is None
+    dense = mem.Sharding(group_zero_bytes=2.0).dense_quant(q)
+    assert dense is not None and dense.bytes_per_weight == 0.5 + 4 / 128
+    # Qwen2.5-7B-Instruct-AWQ geometry (every Linear quantized, embeddings and lm_head 16-bit):
+    # 28 layers x (3584 x 4608 qkv + 3584 x 3584 o + 3584 x 37888 gate/up + 18944 x 3584 down)
+    arch = dataclasses.replace(load_architecture("qwen2.5-7b"), quantization=q)
+    linear = 28 * (3584 * 4608 + 3584 * 3584 + 3584 * 37888 + 18944 * 3584)
+    h200 = dataclasses.replace(requests.request_from_options("qwen2.5-7b", gpu="h200"),
+                               architecture=arch, max_model_len=8192)  # fmt: skip
+    old = calculator.compute(dataclasses.replace(h200, engine_version="0.23.0"))
+    new = calculator.compute(dataclasses.replace(h200, engine_version="0.24.0"))
+    extra = linear * 1.5 / 128 / mem.GIB
+    assert new.weights_gib_per_gpu - old.weights_gib_per_gpu == pytest.approx(extra, abs=2e-4)
+    assert new.weights_gib_per_gpu == pytest.approx(5.27, abs=0.005)

@@ -85,7 +85,9 @@ class Sharding:
     ranks, or places whole experts with --enable-expert-parallel); ``expert_parallel``: whole
     experts per rank instead of slices; ``mxfp4_align``: (intermediate, hidden) multiples the
     MXFP4 MoE kernel pads to; ``parallel_embedding``: False for TensorRT-LLM's replicated
-    input embedding; ``encoder_tp``: ranks the vision tower is split over (1: replicated)."""
+    input embedding; ``encoder_tp``: ranks the vision tower is split over (1: replicated);
+    ``group_zero_bytes``: bytes per (group x output channel) zero point that the dense linear
+    kernel keeps where it unpacks the checkpoint's packed zero points (None: as stored)."""
 
     tp: int = 1
     moe: int = 0
@@ -93,10 +95,19 @@ class Sharding:
     mxfp4_align: tuple[int, int] = (128, 256)
     parallel_embedding: bool = True
     encoder_tp: int = 0
+    group_zero_bytes: float | None = None
 
     @property
     def moe_ranks(self) -> int:
         return self.moe or self.tp
+
+    def dense_quant(self, q: CheckpointQuant | None) -> CheckpointQuant | None:
+        """The scheme as the dense (non-expert) linear layers hold it on the GPU."""
+        if q is None or self.group_zero_bytes is None or not q.group_size:
+            return q
+        packed = q.weight_bits / 8  # the checkpoint's zero point, packed like the weights
+        extra = (self.group_zero_bytes - packed) / q.group_size
+        return dataclasses.replace(q, bytes_per_weight=q.bytes_per_weight + extra)
 
 
 def _linear(
@@ -200,6 +211,7 @@ def weight_breakdown(
     ``is_last_rank``). Rotary caches and encoders are built on every stage."""
     s = sharding or Sharding(tp=tp, parallel_embedding=parallel_embedding)
     tp = s.tp
+    routed_q, q = q, s.dense_quant(q)  # the routed experts keep the stored layout
     h = a.hidden_size
     frac = q.quantized_fraction if q is not None else (lambda _c: 0.0)
     attn_share, mlp_share = frac("attention"), frac("mlp")
@@ -218,7 +230,7 @@ def weight_breakdown(
         out["state_space"] = ssm
     moe_layers = sum(n for shape, n in counts.items() if shape.moe)
     if moe_layers:
-        experts = _expert_bytes(a, q, s, dt)
+        experts = _expert_bytes(a, routed_q, s, dt)
         width = a.shared_expert_intermediate_size / tp
         shared = _mlp_bytes(h, width, q, mlp_share, dt, a.gated_mlp) if width else 0.0
         router = (h * a.num_experts + (a.num_experts if a.expert_bias else 0)) * dt

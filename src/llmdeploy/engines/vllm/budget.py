@@ -121,8 +121,16 @@ def vllm_budget(
     if quant is not None and quant.method == "mxfp4":
         notes.append(f"MXFP4 experts on the {backend} MoE backend: padded to {align}")
     ep = req.expert_parallel and arch.is_moe and tp * dp > 1
+    zeros = vf.group_zero_bytes(version, cc, quant)
+    if zeros is not None:
+        notes.append("AWQ on Machete (Hopper, vLLM >= 0.24): zero points held as 16-bit values")
     sharding = mem.Sharding(
-        tp=tp, moe=tp * dp, expert_parallel=ep, mxfp4_align=align, encoder_tp=mm.encoder_tp
+        tp=tp,
+        moe=tp * dp,
+        expert_parallel=ep,
+        mxfp4_align=align,
+        encoder_tp=mm.encoder_tp,
+        group_zero_bytes=zeros,
     )
     stage = {"first_stage": req.first_stage, "last_stage": req.last_stage}
     parts = mem.weight_breakdown(loaded, quant, tp, dt=dt, sharding=sharding, **stage)

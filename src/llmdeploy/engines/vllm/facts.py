@@ -179,6 +179,27 @@ def mxfp4_align(version: str, cc_major: int) -> tuple[tuple[int, int], str]:
     return (128, 256), "Marlin"
 
 
+def group_zero_bytes(version: str, cc_major: int, q: CheckpointQuant | None) -> float | None:
+    """Bytes per (group x output channel) zero point an AWQ linear layer keeps on the GPU when
+    its kernel unpacks them (None: packed as stored, ``bits / 8``).
+
+    From 0.24.0 every AWQ checkpoint loads through ``AutoAWQConfig``
+    (quantization/__init__.py maps awq and awq_marlin to it), whose linear method picks a
+    kernel with ``choose_mp_linear_kernel`` (quantization/auto_awq.py
+    ``AutoAWQMarlinLinearMethod``). On Hopper that is Machete, first in the CUDA list after
+    CUTLASS W4A8 (fp8 activations only) and able to take uint4 with zero points at group 64
+    or 128 (kernels/linear/__init__.py ``_POSSIBLE_KERNELS``, utils/machete_utils.py); its
+    ``transform_w_zp`` stores ``-scale x zero`` in the activation dtype, one 16-bit value per
+    group and output channel instead of a packed 4-bit one
+    (kernels/linear/mixed_precision/machete.py). Marlin, elsewhere and before 0.24, keeps
+    them packed. The MoE experts load through Marlin's MoE kernel, packed, either way."""
+    if q is None or q.method != "awq" or not q.group_size:
+        return None
+    if parse_version(version) < (0, 24, 0) or cc_major != 9 or q.group_size not in (64, 128):
+        return None
+    return 2.0
+
+
 def mamba_mode(arch: Architecture, prefix_caching: bool) -> str:
     """vLLM's mamba cache mode (MambaModelConfig.verify_and_update_config, 0.17+): none without
     prefix caching; with it, all for models that support mamba prefix caching, else align."""
