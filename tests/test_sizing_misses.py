@@ -25,11 +25,12 @@ def _req(model: str, **kw: Any) -> SizingRequest:
 
 def test_routed_expert_intermediates_are_counted_once_in_the_fused_moe_workspace() -> None:
     """vLLM's fused-MoE kernel writes the experts' gate/up output, activation and down output
-    into its two workspaces (vllm-project/vllm, vllm/model_executor/layers/fused_moe,
-    ``TritonExperts.workspace_shapes``/``apply``: ``intermediate_cache1..3`` are views of
-    ``workspace13``/``workspace2``), so the forward transient of an all-MoE model holds no MLP
-    width of its own. Mixtral-8x7B at TP 2, vLLM 0.19.0 on H100 (8192 tokens, 1024 requests,
-    logged 1.21 GiB in llm-d-planner's sweep, tests/data/calibration)."""
+    into its two workspaces (vllm-project/vllm@v0.24.0,
+    vllm/model_executor/layers/fused_moe/experts/triton_moe.py ``TritonExperts.workspace_shapes``
+    and ``apply``: ``intermediate_cache1..3`` are views of ``workspace13``/``workspace2``), so
+    the forward transient of an all-MoE model holds no MLP width of its own. Mixtral-8x7B at
+    TP 2, vLLM 0.19.0 on H100 (8192 tokens, 1024 requests, logged 1.21 GiB in llm-d-planner's
+    sweep, tests/data/calibration)."""
     arch = load_architecture("mixtral-8x7b")
     t, h, im, k = 8192, 4096, 14336 // 2, 2
     sampler = 1024 * 32000 * 14.9  # dominates the 8192 x 2 x 2h forward transient
@@ -82,7 +83,7 @@ def _bnb(bits: int) -> CheckpointQuant:
 
 
 def test_bitsandbytes_4bit_dequantizes_one_shard_or_every_local_expert() -> None:
-    """vLLM ``quantization/bitsandbytes.py``: ``_apply_bnb_4bit`` calls bitsandbytes'
+    """vLLM 0.24.0 ``quantization/bitsandbytes.py``: ``_apply_bnb_4bit`` calls bitsandbytes'
     ``matmul_4bit`` per shard of a merged linear (a 16-bit copy of that shard for a batch),
     ``BitsAndBytesMoEMethod._apply_4bit_dequnt`` dequantizes ``w13`` and ``w2`` whole."""
     q = _bnb(4)

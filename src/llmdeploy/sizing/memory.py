@@ -355,9 +355,11 @@ def activation_bytes(
     in_workspace = a.is_moe and moe_workspace and not (q is not None and q.method == "mxfp4")
     if a.is_moe:
         # the fused-MoE kernel writes the routed experts' gate/up output, activation and down
-        # output into its workspaces (TritonExperts.apply: intermediate_cache1-3 are views of
-        # workspace13/workspace2), so with those counted below the MoE layer's own transients
-        # are the shared expert's; the dense width is that of the layers without experts
+        # output into its workspaces (vLLM 0.24.0 fused_moe/experts/triton_moe.py
+        # TritonExperts.apply: intermediate_cache1-3 are views of workspace13/workspace2, held
+        # by the workspace manager, modular_kernel.py _allocate_buffers), so with those counted
+        # below the MoE layer's own transients are the shared expert's; the dense width is that
+        # of the layers without experts
         dense = max((s.mlp_width for s in layer_shapes(a) if not s.moe), default=0) / tp
         shared = a.shared_expert_intermediate_size / tp
         routed = a.experts_per_token * a.moe_intermediate_size / moe_split
@@ -380,7 +382,7 @@ def dequant_bytes(
     """The 16-bit copy of a weight that a bitsandbytes 4-bit matmul dequantizes for a batch of
     more than one token, the largest one of a layer on one rank (0 for other formats).
 
-    Linear layers dequantize one shard at a time (vLLM ``quantization/bitsandbytes.py``
+    Linear layers dequantize one shard at a time (vLLM 0.24.0 ``quantization/bitsandbytes.py``
     ``_apply_bnb_4bit``: ``matmul_4bit(x, weight[offsets[i]:offsets[i + 1]].t(), ...)`` per
     shard of a merged layer; bitsandbytes' ``MatMul4Bit`` runs ``dequantize_4bit`` then a 16-bit
     GEMM), so the largest is one MLP projection, ``hidden x intermediate / TP``, or one

@@ -176,7 +176,7 @@ def vllm_budget(
         reasons.append(problem)
     if quant is not None and quant.method == "bnb-8bit" and arch.is_moe:
         # BitsAndBytesMoEMethod._create_weights_8bit raises NotImplementedError
-        # (vllm/model_executor/layers/quantization/bitsandbytes.py)
+        # (vLLM 0.24.0:model_executor/layers/quantization/bitsandbytes.py)
         reasons.append(
             f"vLLM has no 8-bit bitsandbytes kernel for the experts of {arch.name} (only "
             "4-bit bitsandbytes MoE loads); serve a 4-bit bitsandbytes, AWQ or GPTQ checkpoint, "
