@@ -149,3 +149,29 @@ def test_awq_zero_points_are_16_bit_on_machete_from_vllm_0_24_on_hopper() -> Non
     extra = linear * 1.5 / 128 / mem.GIB
     assert new.weights_gib_per_gpu - old.weights_gib_per_gpu == pytest.approx(extra, abs=2e-4)
     assert new.weights_gib_per_gpu == pytest.approx(5.27, abs=0.005)
+
+
+# --- item 3: Gemma 4 batches one multimodal item whole -----------------------------------------
+
+
+def test_gemma4_default_batch_holds_its_largest_item_from_vllm_0_24() -> None:
+    """vLLM 0.24.0 engine/arg_utils.py: for a multimodal prefix-LM model a default
+    ``max_num_batched_tokens`` is raised to the largest item of a supported modality
+    (``_get_min_mm_batched_tokens``); Gemma 4's is a 32-frame video, 32 x (70 + 2 + 6) = 2496
+    tokens (models/gemma4_mm.py ``get_mm_max_tokens_per_item``). Only the 2048-token default
+    (A100, GPUs under 70 GiB) is below it; an explicit value is kept; Gemma 3 has no override."""
+    assert vf.GEMMA4_VIDEO_ITEM_TOKENS == 2496
+
+    def batched(model: str, gpu: str, version: str, **kw: Any) -> int:
+        req = requests.request_from_options(model, gpu=gpu)
+        s = calculator.compute(
+            dataclasses.replace(req, engine_version=version, max_model_len=8192, **kw)
+        )
+        return s.max_num_batched_tokens
+
+    assert batched("gemma-4-31b", "l40s", "0.24.0") == 2496
+    assert batched("gemma-4-31b", "a100-80", "0.24.0") == 2496
+    assert batched("gemma-4-31b", "l40s", "0.23.0") == 2048  # not read before 0.24.0
+    assert batched("gemma-4-31b", "h100", "0.24.0") == 8192
+    assert batched("gemma-4-31b", "l40s", "0.24.0", max_num_batched_tokens=1024) == 1024
+    assert batched("gemma-3-27b", "l40s", "0.24.0") == 2048

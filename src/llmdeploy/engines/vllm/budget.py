@@ -24,7 +24,12 @@ __all__ = ["VllmFacts", "vllm_budget", "vllm_facts"]
 
 
 def _batch_defaults(
-    req: SizingRequest, facts: VllmFacts, total: float, length: int, notes: list[str]
+    req: SizingRequest,
+    arch: Architecture,
+    facts: VllmFacts,
+    total: float,
+    length: int,
+    notes: list[str],
 ) -> tuple[int, int]:
     large = (
         facts.large_batch_defaults
@@ -33,6 +38,13 @@ def _batch_defaults(
     )
     if facts.v1:
         batched = req.max_num_batched_tokens or (8192 if large else 2048)
+        floor = vf.mm_prefix_min_batched_tokens(req.engine_version or DEFAULT_VLLM_VERSION, arch)
+        if not req.max_num_batched_tokens and floor > batched:
+            notes.append(
+                f"{arch.name}: max_num_batched_tokens raised to {floor}, its largest "
+                "multimodal item (a prefix-LM model batches one item whole)"
+            )
+            batched = floor
         return batched, req.max_num_seqs or min(1024 if large else 256, batched)
     # V0: no chunked prefill below 32k context -> the whole context in one step
     batched = req.max_num_batched_tokens or (2048 if length > 32768 else max(length, 2048))
@@ -99,7 +111,7 @@ def vllm_budget(
             + f", dummy sampler {facts.sampler_bytes:g} B per (request x vocab)"
         )
     gmu = req.gpu_memory_utilization or facts.default_gmu
-    batched, seqs = _batch_defaults(req, facts, total, length, notes)
+    batched, seqs = _batch_defaults(req, arch, facts, total, length, notes)
     cc = vf.compute_major(req.gpu.compute_capability if req.gpu else None)
     dt = mem.dtype_bytes(req.dtype)
     mm = multimodal_plan(

@@ -179,6 +179,30 @@ def mxfp4_align(version: str, cc_major: int) -> tuple[tuple[int, int], str]:
     return (128, 256), "Marlin"
 
 
+# vLLM 0.24.0 model_executor/models/gemma4_mm.py get_mm_max_tokens_per_item: a video item is up
+# to _VIDEO_MAX_FRAMES (32) frames of _VIDEO_MAX_SOFT_TOKENS (70) soft tokens plus boi/eoi and
+# about 6 timestamp tokens each
+GEMMA4_VIDEO_ITEM_TOKENS = 32 * (70 + 2 + 6)
+
+
+def mm_prefix_min_batched_tokens(version: str, arch: Architecture) -> int:
+    """The floor vLLM raises a default ``max_num_batched_tokens`` to for a multimodal prefix-LM
+    model (bidirectional attention over an item, so one item must fit in one batch): the
+    largest item of any modality the model supports (0: no floor).
+
+    vLLM 0.24.0 engine/arg_utils.py ``_set_default_max_num_seqs_and_batched_tokens_args``
+    (``is_multimodal_model and is_mm_prefix_lm``: ``_get_min_mm_batched_tokens``, from the
+    model's ``get_mm_max_tokens_per_item``). Gemma 4 is the model that overrides it (a 32-frame
+    video: 2496 tokens), so on GPUs with the 2048-token default (A100, and those under 70 GiB)
+    Gemma 4 batches 2496; Gemma 3 relies on dummy profiling (no override), so no floor. Read
+    from 0.24.0; earlier releases are not checked and get no floor."""
+    if parse_version(version) < (0, 24, 0) or not arch.encoders:
+        return 0
+    if not arch.model_type.startswith("gemma4"):
+        return 0
+    return max(GEMMA4_VIDEO_ITEM_TOKENS, *(e.tokens_per_item for e in arch.encoders))
+
+
 def group_zero_bytes(version: str, cc_major: int, q: CheckpointQuant | None) -> float | None:
     """Bytes per (group x output channel) zero point an AWQ linear layer keeps on the GPU when
     its kernel unpacks them (None: packed as stored, ``bits / 8``).
