@@ -60,6 +60,12 @@ QUICK = [
     ("gpt-oss-20b", "p5.48xlarge", [], True),
     ("llama-3.1-8b", "p5.48xlarge", ["--engine", "trtllm"], False),
     ("llama-3.1-8b", "p5.48xlarge", ["--engine", "trtllm", "--tp", "2"], False),
+    (
+        "qwen3-30b-a3b",
+        "p5.48xlarge",
+        ["--engine", "trtllm", "--tp", "2", "--expert-parallel"],
+        False,
+    ),
 ]
 
 
@@ -88,6 +94,7 @@ def test_perf_batches_with_the_kv_tokens_size_prints(
         (["--tp", "2", "--dp", "2"], "data parallelism inside a pod"),
         (["--tp", "2", "--dp", "2", "--expert-parallel"], "data parallelism inside a pod"),
         (["--tp", "8", "--nodes", "2"], "pipeline parallelism"),
+        (["--engine", "trtllm", "--tp", "2", "--dp", "2"], "data parallelism inside a pod"),
     ],
 )
 def test_layouts_the_model_does_not_cover_are_not_simulated(
@@ -113,3 +120,18 @@ def test_trtllm_pytorch_backend_batches_with_the_printed_kv_tokens(
     assert out["performance"]["unsupported"] is None
     assert simulated and set(simulated) == {out["kv_cache_tokens"]}
     assert out["kv_cache_tokens"] == out["num_gpu_blocks"] * out["block_size"]
+
+
+def test_trtllm_pipeline_layout_is_refused_before_any_simulation(simulated: list[int]) -> None:
+    """llmdeploy serves TensorRT-LLM without pipeline stages: the sizing refuses the layout, so
+    there is no replica for the performance model to batch."""
+    result = CliRunner().invoke(
+        cli.app,
+        ["size", "--model", "llama-3-70b", "--instance", "p5.48xlarge", "--engine", "trtllm",
+         "--tp", "8", "--nodes", "2", "--max-model-len", "8192", "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 4, result.stderr
+    out = json.loads(result.stdout)
+    assert out["reasons"] == ["the engine is served without pipeline parallelism by llmdeploy"]
+    assert out["performance"] is None  # the perf stage runs only on a configuration that fits
+    assert simulated == []
