@@ -96,7 +96,6 @@ def test_non_torch_memory_at_tp4_by_interconnect(instance: str, expected: float,
 
 # Residuals beyond 0.2 GiB, each explained in docs/sizing.md §5 (bounded at 0.3).
 ACTIVATION_RESIDUALS = {
-    "llmd-v0190-mixtral-8x7b-h100-tp2": "the fused-MoE workspace term is high for 8 wide experts",
     "llmd-v0190-kimi-vl-a3b-h100-tp2": "-0.21 GiB, not separated",
 }
 
