@@ -284,7 +284,8 @@ def test_the_model_runner_and_what_its_kv_cache_is_left_after(
     left = out["budget_gib"] - out["weights_gib_per_gpu"] - out["activation_gib"]
     left -= out["non_torch_gib"] + (out["cudagraph_gib"] if graphs_counted else 0.0)
     assert out["cudagraph_gib"] > 0.5  # so the two cases cannot agree by accident
-    assert out["kv_cache_gib_per_gpu"] == pytest.approx(left, abs=0.01)
+    # five figures, each printed to 0.01 GiB
+    assert out["kv_cache_gib_per_gpu"] == pytest.approx(left, abs=0.025)
 
 
 def _layout(model: str, *layout: str) -> dict[str, Any]:

@@ -175,3 +175,24 @@ def test_gemma4_default_batch_holds_its_largest_item_from_vllm_0_24() -> None:
     assert batched("gemma-4-31b", "h100", "0.24.0") == 8192
     assert batched("gemma-4-31b", "l40s", "0.24.0", max_num_batched_tokens=1024) == 1024
     assert batched("gemma-3-27b", "l40s", "0.24.0") == 2048
+
+
+def test_model_runner_v1_subtracts_its_profiled_graph_estimate_not_the_pool() -> None:
+    """vLLM 0.24.0 v1/worker/gpu_model_runner.py ``profile_cudagraph_memory`` (first capture +
+    (n - 1) x the second, per mode) logged 0.61 GiB (Qwen2.5-7B-AWQ, 28 layers) and 0.64 GiB
+    (Qwen3-30B-A3B, 48 layers) on one H200; Model Runner V2 still captures outside the budget."""
+    assert vf.cudagraph_estimate_gib(28) == pytest.approx(0.61, abs=0.005)
+    assert vf.cudagraph_estimate_gib(48) == pytest.approx(0.64, abs=0.005)
+    h200 = dataclasses.replace(
+        requests.request_from_options("mixtral-8x7b", gpu="h200"),
+        engine_version="0.24.0", max_model_len=8192, gpu_memory_utilization=0.92,
+    )  # fmt: skip
+    s = calculator.compute(h200)
+    assert s.cudagraph_gib == pytest.approx(0.568 + 0.0015 * 32, abs=1e-4)
+    left = 139.8 * 0.92 - s.weights_gib_per_gpu - s.activation_gib - s.non_torch_gib
+    assert s.kv_cache_gib_per_gpu == pytest.approx(left - s.cudagraph_gib, abs=1e-3)
+    assert s.kv_cache_gib_per_gpu == pytest.approx(38.92, abs=0.01)  # was 37.48 (issue 26)
+    v2 = calculator.compute(
+        dataclasses.replace(h200, architecture=load_architecture("llama-3.1-8b"))
+    )
+    assert v2.cudagraph_gib == pytest.approx(0.6 + 0.015 * 32)  # the pool, outside the budget

@@ -167,7 +167,10 @@ def vllm_budget(
     # the GPUs that exchange data (TP x DP for MoE layers)
     comm = tp * dp if arch.is_moe else tp
     non_torch = mem.non_torch_gib(facts.non_torch_tp1_gib, comm, req.nvlink, hopper(req))
-    graphs = 0.0 if req.enforce_eager else mem.cudagraph_gib(arch)
+    # MRv1 subtracts what it profiles (0.21+); otherwise the pool is captured outside the budget
+    profiled = facts.cudagraph_in_budget and not facts.runner_v2
+    graphs = vf.cudagraph_estimate_gib(arch.num_layers) if profiled else mem.cudagraph_gib(arch)
+    graphs = 0.0 if req.enforce_eager else graphs
     budget = total * gmu
     kv = budget - weights - act - non_torch - (graphs if facts.cudagraph_in_budget else 0.0)
     outside = gpu_memory.CUDA_CONTEXT_GIB + (0.0 if facts.cudagraph_in_budget else graphs)
