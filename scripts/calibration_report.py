@@ -130,7 +130,8 @@ def request_for_case(case: dict[str, Any]) -> SizingRequest:
     case = with_inferred(case)
     if int(case.get("pp") or 1) != 1:
         raise ValueError("pipeline parallelism is not modelled")
-    arch = load_architecture(str(case["model"]))
+    # a measured geometry is a config.json beside the cases (geometries/KEY), as it was served
+    arch = load_architecture(str(case["model"]), base_dir=DEFAULT_PATH.parent)
     gpu_name = str(case.get("gpu", "")).upper()
     key = _gpu_key(gpu_name)
     gpu = size_hw.gpu_by_key(key) if key else None

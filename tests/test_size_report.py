@@ -108,7 +108,6 @@ def test_non_torch_memory_at_tp4_by_interconnect(instance: str, expected: float,
 
 # Residuals beyond 0.2 GiB, each explained in docs/sizing.md §5 (bounded at 0.3).
 ACTIVATION_RESIDUALS = {
-    "llmd-v0190-mixtral-8x7b-h100-tp2": "the fused-MoE workspace term is high for 8 wide experts",
     "llmd-v0190-kimi-vl-a3b-h100-tp2": "-0.21 GiB, not separated",
 }
 
@@ -297,7 +296,8 @@ def test_the_model_runner_and_what_its_kv_cache_is_left_after(
     left = out["budget_gib"] - out["weights_gib_per_gpu"] - out["activation_gib"]
     left -= out["non_torch_gib"] + (out["cudagraph_gib"] if graphs_counted else 0.0)
     assert out["cudagraph_gib"] > 0.5  # so the two cases cannot agree by accident
-    assert out["kv_cache_gib_per_gpu"] == pytest.approx(left, abs=0.01)
+    # five figures, each printed to 0.01 GiB
+    assert out["kv_cache_gib_per_gpu"] == pytest.approx(left, abs=0.025)
 
 
 def _layout(model: str, *layout: str) -> dict[str, Any]:

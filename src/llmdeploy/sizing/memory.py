@@ -85,7 +85,9 @@ class Sharding:
     ranks, or places whole experts with --enable-expert-parallel); ``expert_parallel``: whole
     experts per rank instead of slices; ``mxfp4_align``: (intermediate, hidden) multiples the
     MXFP4 MoE kernel pads to; ``parallel_embedding``: False for TensorRT-LLM's replicated
-    input embedding; ``encoder_tp``: ranks the vision tower is split over (1: replicated)."""
+    input embedding; ``encoder_tp``: ranks the vision tower is split over (1: replicated);
+    ``group_zero_bytes``: bytes per (group x output channel) zero point that the dense linear
+    kernel keeps where it unpacks the checkpoint's packed zero points (None: as stored)."""
 
     tp: int = 1
     moe: int = 0
@@ -93,10 +95,19 @@ class Sharding:
     mxfp4_align: tuple[int, int] = (128, 256)
     parallel_embedding: bool = True
     encoder_tp: int = 0
+    group_zero_bytes: float | None = None
 
     @property
     def moe_ranks(self) -> int:
         return self.moe or self.tp
+
+    def dense_quant(self, q: CheckpointQuant | None) -> CheckpointQuant | None:
+        """The scheme as the dense (non-expert) linear layers hold it on the GPU."""
+        if q is None or self.group_zero_bytes is None or not q.group_size:
+            return q
+        packed = q.weight_bits / 8  # the checkpoint's zero point, packed like the weights
+        extra = (self.group_zero_bytes - packed) / q.group_size
+        return dataclasses.replace(q, bytes_per_weight=q.bytes_per_weight + extra)
 
 
 def _linear(
@@ -200,6 +211,7 @@ def weight_breakdown(
     ``is_last_rank``). Rotary caches and encoders are built on every stage."""
     s = sharding or Sharding(tp=tp, parallel_embedding=parallel_embedding)
     tp = s.tp
+    routed_q, q = q, s.dense_quant(q)  # the routed experts keep the stored layout
     h = a.hidden_size
     frac = q.quantized_fraction if q is not None else (lambda _c: 0.0)
     attn_share, mlp_share = frac("attention"), frac("mlp")
@@ -218,7 +230,7 @@ def weight_breakdown(
         out["state_space"] = ssm
     moe_layers = sum(n for shape, n in counts.items() if shape.moe)
     if moe_layers:
-        experts = _expert_bytes(a, q, s, dt)
+        experts = _expert_bytes(a, routed_q, s, dt)
         width = a.shared_expert_intermediate_size / tp
         shared = _mlp_bytes(h, width, q, mlp_share, dt, a.gated_mlp) if width else 0.0
         router = (h * a.num_experts + (a.num_experts if a.expert_bias else 0)) * dt
@@ -340,22 +352,55 @@ def activation_bytes(
     sampler = reqs * a.vocab_size * (sampler_bytes + dt - DTYPE_BYTES) if last_stage else 0.0
     width = a.intermediate_size / tp
     moe_split = moe_ranks or tp
+    in_workspace = a.is_moe and moe_workspace and not (q is not None and q.method == "mxfp4")
     if a.is_moe:
-        width = max(
-            width,
-            a.experts_per_token * a.moe_intermediate_size / moe_split
-            + a.shared_expert_intermediate_size / tp,
-        )
-    forward = tokens * dt * (2 * h + 3 * width)
+        # the fused-MoE kernel writes the routed experts' gate/up output, activation and down
+        # output into its workspaces (vLLM 0.24.0 fused_moe/experts/triton_moe.py
+        # TritonExperts.apply: intermediate_cache1-3 are views of workspace13/workspace2, held
+        # by the workspace manager, modular_kernel.py _allocate_buffers), so with those counted
+        # below the MoE layer's own transients are the shared expert's; the dense width is that
+        # of the layers without experts
+        dense = max((s.mlp_width for s in layer_shapes(a) if not s.moe), default=0) / tp
+        shared = a.shared_expert_intermediate_size / tp
+        routed = a.experts_per_token * a.moe_intermediate_size / moe_split
+        width = max(dense, shared if in_workspace else routed + shared)
+    forward = tokens * dt * (2 * h + 3 * width) + dequant_bytes(a, q, tp, moe_split, dt)
     retained = tokens * h * dt  # hidden states of the dummy run, alive during sampling
     workspace = 0.0
-    if a.is_moe and moe_workspace and not (q is not None and q.method == "mxfp4"):
+    if in_workspace:
         im = a.moe_intermediate_size / moe_split  # fused-MoE workspaces, kept across the run
         workspace = tokens * a.experts_per_token * (max(2 * im, h) + im) * dt
     enc = encoder or EncoderProfile()
     cached = enc.cached_tokens * h * dt  # encoder outputs of the dummy items
     received = 0.0 if first_stage else 2 * tokens * h * dt  # pipeline receive buffers
     return max(sampler, forward, enc.encoder_bytes) + retained + workspace + cached + received
+
+
+def dequant_bytes(
+    a: Architecture, q: CheckpointQuant | None, tp: int, moe_ranks: int, dt: int
+) -> float:
+    """The 16-bit copy of a weight that a bitsandbytes 4-bit matmul dequantizes for a batch of
+    more than one token, the largest one of a layer on one rank (0 for other formats).
+
+    Linear layers dequantize one shard at a time (vLLM 0.24.0 ``quantization/bitsandbytes.py``
+    ``_apply_bnb_4bit``: ``matmul_4bit(x, weight[offsets[i]:offsets[i + 1]].t(), ...)`` per
+    shard of a merged layer; bitsandbytes' ``MatMul4Bit`` runs ``dequantize_4bit`` then a 16-bit
+    GEMM), so the largest is one MLP projection, ``hidden x intermediate / TP``, or one
+    attention projection. MoE layers dequantize every local expert at once
+    (``BitsAndBytesMoEMethod._apply_4bit_dequnt``: ``w13`` and ``w2`` whole); ``moe_ranks``
+    splits them (1 under expert parallelism: counted whole, an upper bound)."""
+    if q is None or q.method != "bnb-4bit":
+        return 0.0
+    h = a.hidden_size
+    shards = [0.0]
+    if q.quantized_fraction("attention") > 0:
+        shards.append(h * a.num_attention_heads * a.head_dim / tp)
+    dense = max((s.mlp_width for s in layer_shapes(a) if not s.moe), default=0)
+    if q.quantized_fraction("mlp") > 0:
+        shards.append(h * max(dense, a.shared_expert_intermediate_size) / tp)
+    if a.is_moe and q.quantized_fraction("experts") > 0:
+        shards.append(a.num_experts * 3 * h * a.moe_intermediate_size / max(1, moe_ranks))
+    return max(shards) * dt
 
 
 def non_torch_gib(base: float, tp: int, nvlink: bool, nvswitch_hopper: bool) -> float:

@@ -24,7 +24,12 @@ __all__ = ["VllmFacts", "vllm_budget", "vllm_facts"]
 
 
 def _batch_defaults(
-    req: SizingRequest, facts: VllmFacts, total: float, length: int, notes: list[str]
+    req: SizingRequest,
+    arch: Architecture,
+    facts: VllmFacts,
+    total: float,
+    length: int,
+    notes: list[str],
 ) -> tuple[int, int]:
     large = (
         facts.large_batch_defaults
@@ -33,6 +38,13 @@ def _batch_defaults(
     )
     if facts.v1:
         batched = req.max_num_batched_tokens or (8192 if large else 2048)
+        floor = vf.mm_prefix_min_batched_tokens(req.engine_version or DEFAULT_VLLM_VERSION, arch)
+        if not req.max_num_batched_tokens and floor > batched:
+            notes.append(
+                f"{arch.name}: max_num_batched_tokens raised to {floor}, its largest "
+                "multimodal item (a prefix-LM model batches one item whole)"
+            )
+            batched = floor
         return batched, req.max_num_seqs or min(1024 if large else 256, batched)
     # V0: no chunked prefill below 32k context -> the whole context in one step
     batched = req.max_num_batched_tokens or (2048 if length > 32768 else max(length, 2048))
@@ -99,7 +111,7 @@ def vllm_budget(
             + f", dummy sampler {facts.sampler_bytes:g} B per (request x vocab)"
         )
     gmu = req.gpu_memory_utilization or facts.default_gmu
-    batched, seqs = _batch_defaults(req, facts, total, length, notes)
+    batched, seqs = _batch_defaults(req, arch, facts, total, length, notes)
     cc = vf.compute_major(req.gpu.compute_capability if req.gpu else None)
     dt = mem.dtype_bytes(req.dtype)
     mm = multimodal_plan(
@@ -121,8 +133,16 @@ def vllm_budget(
     if quant is not None and quant.method == "mxfp4":
         notes.append(f"MXFP4 experts on the {backend} MoE backend: padded to {align}")
     ep = req.expert_parallel and arch.is_moe and tp * dp > 1
+    zeros = vf.group_zero_bytes(version, cc, quant)
+    if zeros is not None:
+        notes.append("AWQ on Machete (Hopper, vLLM >= 0.24): zero points held as 16-bit values")
     sharding = mem.Sharding(
-        tp=tp, moe=tp * dp, expert_parallel=ep, mxfp4_align=align, encoder_tp=mm.encoder_tp
+        tp=tp,
+        moe=tp * dp,
+        expert_parallel=ep,
+        mxfp4_align=align,
+        encoder_tp=mm.encoder_tp,
+        group_zero_bytes=zeros,
     )
     stage = {"first_stage": req.first_stage, "last_stage": req.last_stage}
     parts = mem.weight_breakdown(loaded, quant, tp, dt=dt, sharding=sharding, **stage)
@@ -147,7 +167,10 @@ def vllm_budget(
     # the GPUs that exchange data (TP x DP for MoE layers)
     comm = tp * dp if arch.is_moe else tp
     non_torch = mem.non_torch_gib(facts.non_torch_tp1_gib, comm, req.nvlink, hopper(req))
-    graphs = 0.0 if req.enforce_eager else mem.cudagraph_gib(arch)
+    # MRv1 subtracts what it profiles (0.21+); otherwise the pool is captured outside the budget
+    profiled = facts.cudagraph_in_budget and not facts.runner_v2
+    graphs = vf.cudagraph_estimate_gib(arch.num_layers) if profiled else mem.cudagraph_gib(arch)
+    graphs = 0.0 if req.enforce_eager else graphs
     budget = total * gmu
     kv = budget - weights - act - non_torch - (graphs if facts.cudagraph_in_budget else 0.0)
     outside = gpu_memory.CUDA_CONTEXT_GIB + (0.0 if facts.cudagraph_in_budget else graphs)
@@ -166,6 +189,14 @@ def vllm_budget(
     problem = vf.quantization_problem(version, quant)
     if problem:
         reasons.append(problem)
+    if quant is not None and quant.method == "bnb-8bit" and arch.is_moe:
+        # BitsAndBytesMoEMethod._create_weights_8bit raises NotImplementedError
+        # (vLLM 0.24.0:model_executor/layers/quantization/bitsandbytes.py)
+        reasons.append(
+            f"vLLM has no 8-bit bitsandbytes kernel for the experts of {arch.name} (only "
+            "4-bit bitsandbytes MoE loads); serve a 4-bit bitsandbytes, AWQ or GPTQ checkpoint, "
+            "or the 16-bit one with quantization: fp8"
+        )
     policy, kv_reasons = _kv_policy(req, arch, facts, version, cc, notes)
     reasons.extend(kv_reasons)
     return MemoryBudget(

@@ -129,6 +129,20 @@ def _sampler_bytes(v: Version, runner_v2: bool) -> float:
     return 14.9 if v >= (0, 17, 0) else 38.4
 
 
+def cudagraph_estimate_gib(layers: int) -> float:
+    """The CUDA-graph memory Model Runner V1 profiles and subtracts from the KV budget (0.21+).
+
+    vLLM 0.24.0 v1/worker/gpu_model_runner.py ``profile_cudagraph_memory``: per mode (FULL and
+    PIECEWISE, 51 sizes each up to 512 tokens at the defaults) it captures the two largest
+    graphs into a scratch pool and extrapolates, first capture + (n - 1) x the second; the
+    modes overlay (max) and ``gpu_worker.py`` subtracts the result. The per-graph driver
+    overhead dominates, so it hardly grows with depth: logged "Estimated CUDA graph memory"
+    0.61 GiB for a 28-layer Qwen2.5-7B and 0.64 for a 48-layer Qwen3-30B-A3B (one H200,
+    tests/data/calibration), well below the captured pools of vLLM 0.19 that
+    ``sizing.memory.cudagraph_gib`` describes. Read on 0.24.0; 0.21-0.23 assumed the same."""
+    return 0.568 + 0.0015 * layers
+
+
 def compute_major(cc: str | None) -> int:
     """Major compute capability; unknown GPUs count as Hopper (the cautious default)."""
     head = (cc or "9").split(".")[0].rstrip("?")
@@ -179,6 +193,51 @@ def mxfp4_align(version: str, cc_major: int) -> tuple[tuple[int, int], str]:
     return (128, 256), "Marlin"
 
 
+# vLLM 0.24.0 model_executor/models/gemma4_mm.py get_mm_max_tokens_per_item: a video item is up
+# to _VIDEO_MAX_FRAMES (32) frames of _VIDEO_MAX_SOFT_TOKENS (70) soft tokens plus boi/eoi and
+# about 6 timestamp tokens each
+GEMMA4_VIDEO_ITEM_TOKENS = 32 * (70 + 2 + 6)
+
+
+def mm_prefix_min_batched_tokens(version: str, arch: Architecture) -> int:
+    """The floor vLLM raises a default ``max_num_batched_tokens`` to for a multimodal prefix-LM
+    model (bidirectional attention over an item, so one item must fit in one batch): the
+    largest item of any modality the model supports (0: no floor).
+
+    vLLM 0.24.0 engine/arg_utils.py ``_set_default_max_num_seqs_and_batched_tokens_args``
+    (``is_multimodal_model and is_mm_prefix_lm``: ``_get_min_mm_batched_tokens``, from the
+    model's ``get_mm_max_tokens_per_item``). Gemma 4 is the model that overrides it (a 32-frame
+    video: 2496 tokens), so on GPUs with the 2048-token default (A100, and those under 70 GiB)
+    Gemma 4 batches 2496; Gemma 3 relies on dummy profiling (no override), so no floor. Read
+    from 0.24.0; earlier releases are not checked and get no floor."""
+    if parse_version(version) < (0, 24, 0) or not arch.encoders:
+        return 0
+    if not arch.model_type.startswith("gemma4"):
+        return 0
+    return max(GEMMA4_VIDEO_ITEM_TOKENS, *(e.tokens_per_item for e in arch.encoders))
+
+
+def group_zero_bytes(version: str, cc_major: int, q: CheckpointQuant | None) -> float | None:
+    """Bytes per (group x output channel) zero point an AWQ linear layer keeps on the GPU when
+    its kernel unpacks them (None: packed as stored, ``bits / 8``).
+
+    From 0.24.0 every AWQ checkpoint loads through ``AutoAWQConfig``
+    (quantization/__init__.py maps awq and awq_marlin to it), whose linear method picks a
+    kernel with ``choose_mp_linear_kernel`` (quantization/auto_awq.py
+    ``AutoAWQMarlinLinearMethod``). On Hopper that is Machete, first in the CUDA list after
+    CUTLASS W4A8 (fp8 activations only) and able to take uint4 with zero points at group 64
+    or 128 (kernels/linear/__init__.py ``_POSSIBLE_KERNELS``, utils/machete_utils.py); its
+    ``transform_w_zp`` stores ``-scale x zero`` in the activation dtype, one 16-bit value per
+    group and output channel instead of a packed 4-bit one
+    (kernels/linear/mixed_precision/machete.py). Marlin, elsewhere and before 0.24, keeps
+    them packed. The MoE experts load through Marlin's MoE kernel, packed, either way."""
+    if q is None or q.method != "awq" or not q.group_size:
+        return None
+    if parse_version(version) < (0, 24, 0) or cc_major != 9 or q.group_size not in (64, 128):
+        return None
+    return 2.0
+
+
 def mamba_mode(arch: Architecture, prefix_caching: bool) -> str:
     """vLLM's mamba cache mode (MambaModelConfig.verify_and_update_config, 0.17+): none without
     prefix caching; with it, all for models that support mamba prefix caching, else align."""
@@ -187,16 +246,38 @@ def mamba_mode(arch: Architecture, prefix_caching: bool) -> str:
     return "all" if arch.ssm.prefix_caching else "align"
 
 
+# The nearest format vLLM still serves when a checkpoint's method is gone from a release:
+# bitsandbytes left the quantization registry in 0.28.0 (engines/vllm/flags.py)
+_NEAREST: dict[str, str] = {
+    "bnb-4bit": "an AWQ or GPTQ 4-bit checkpoint of the same model (quantization: int4-awq "
+    "or int4-gptq: about the same weight memory, 0.52 B per weight)",
+    "bnb-8bit": "the 16-bit checkpoint with quantization: fp8, or an int8 W8A8 checkpoint "
+    "(quantization: int8)",
+}
+
+
 def quantization_problem(version: str, q: CheckpointQuant | None) -> str:
-    """Why vLLM ``version`` cannot load this checkpoint format (its quantization registry)."""
-    from llmdeploy.engines.vllm.flags import accepted_values
+    """Why vLLM ``version`` cannot load this checkpoint format (its quantization registry),
+    with the last checked release that can and the nearest format this one serves."""
+    from llmdeploy.engines.vllm.flags import CHECKED_VERSIONS, accepted_values
 
     if q is None or not q.quant_method:
         return ""
     methods = accepted_values("quantization", version) or ()
     if q.quant_method in methods:
         return ""
-    return (
+    problem = (
         f"vLLM {version} has no {q.quant_method!r} quantization method for this checkpoint "
         f"({q.label})"
     )
+    older = [
+        v
+        for v in CHECKED_VERSIONS
+        if parse_version(v) < parse_version(version)
+        and q.quant_method in (accepted_values("quantization", v) or ())
+    ]
+    if older:
+        problem += f"; pin engine.version {older[-1]} (the last checked release that has it)"
+    if q.method in _NEAREST:
+        problem += f", or serve {_NEAREST[q.method]}"
+    return problem

@@ -1,0 +1,198 @@
+"""The last sizing misses of issue 26, each against its engine source and a hand computation."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from llmdeploy.catalog.architecture import CheckpointQuant
+from llmdeploy.catalog.models import load_architecture
+from llmdeploy.catalog.quant import quant_from_config
+from llmdeploy.engines.vllm import facts as vf
+from llmdeploy.sizing import calculator, requests
+from llmdeploy.sizing import memory as mem
+from llmdeploy.sizing.types import SizingRequest
+
+
+def _req(model: str, **kw: Any) -> SizingRequest:
+    return dataclasses.replace(requests.request_from_options(model, gpu="h100"), **kw)
+
+
+# --- item 5: the MoE activation peak -----------------------------------------------------------
+
+
+def test_routed_expert_intermediates_are_counted_once_in_the_fused_moe_workspace() -> None:
+    """vLLM's fused-MoE kernel writes the experts' gate/up output, activation and down output
+    into its two workspaces (vllm-project/vllm@v0.24.0,
+    vllm/model_executor/layers/fused_moe/experts/triton_moe.py ``TritonExperts.workspace_shapes``
+    and ``apply``: ``intermediate_cache1..3`` are views of ``workspace13``/``workspace2``), so
+    the forward transient of an all-MoE model holds no MLP width of its own. Mixtral-8x7B at
+    TP 2, vLLM 0.19.0 on H100 (8192 tokens, 1024 requests, logged 1.21 GiB in llm-d-planner's
+    sweep, tests/data/calibration)."""
+    arch = load_architecture("mixtral-8x7b")
+    t, h, im, k = 8192, 4096, 14336 // 2, 2
+    sampler = 1024 * 32000 * 14.9  # dominates the 8192 x 2 x 2h forward transient
+    retained = t * h * 2
+    workspace = t * k * (max(2 * im, h) + im) * 2
+    got = mem.activation_bytes(
+        arch, None, 2, t, 1024, sampler_bytes=14.9, moe_workspace=True, moe_ranks=2
+    )
+    assert got == pytest.approx(sampler + retained + workspace)
+    assert got / mem.GIB == pytest.approx(1.1735, abs=1e-4)  # logged 1.21; was 1.50
+    # without the V1 workspace (V0), the experts' intermediates are the forward transient
+    v0 = mem.activation_bytes(
+        arch, None, 2, t, 1024, sampler_bytes=14.9, moe_workspace=False, moe_ranks=2
+    )
+    assert v0 == pytest.approx(max(sampler, t * 2 * (2 * h + 3 * k * im)) + retained)
+
+
+def test_dense_layers_of_a_moe_model_keep_their_mlp_transient() -> None:
+    """DeepSeek-V2-Lite's first layer is a dense MLP (``first_k_dense_replace``): its width, not
+    the experts', is the forward transient beside the workspace."""
+    arch = load_architecture("deepseek-v2-lite")
+    assert arch.dense_layers >= 1
+    t = 8192
+    got = mem.activation_bytes(arch, None, 1, t, 1, sampler_bytes=0.0, moe_workspace=True)
+    im = arch.moe_intermediate_size
+    workspace = t * arch.experts_per_token * (max(2 * im, arch.hidden_size) + im) * 2
+    dense = max(arch.intermediate_size, arch.shared_expert_intermediate_size)
+    forward = t * 2 * (2 * arch.hidden_size + 3 * dense)
+    assert got == pytest.approx(forward + t * arch.hidden_size * 2 + workspace)
+
+
+def test_mixtral_kv_on_h100_tp2_matches_the_log() -> None:
+    """The calibration case llmd-v0190-mixtral-8x7b-h100-tp2: 28.44 GiB of KV cache logged."""
+    s = calculator.compute(
+        _req("mixtral-8x7b", tp=2, engine_version="0.19.0", max_model_len=8192,
+             gpu_memory_utilization=0.95)
+    )  # fmt: skip
+    assert s.activation_gib == pytest.approx(1.17, abs=0.01)
+    assert s.kv_cache_gib_per_gpu == pytest.approx(28.44, rel=0.005)
+
+
+# --- item 2: bitsandbytes ----------------------------------------------------------------------
+
+
+def _bnb(bits: int) -> CheckpointQuant:
+    q: dict[str, Any] = {"quant_method": "bitsandbytes", f"load_in_{bits}bit": True}
+    if bits == 4:
+        q |= {"bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True}
+    return quant_from_config(q, "config.json", 32)
+
+
+def test_bitsandbytes_4bit_dequantizes_one_shard_or_every_local_expert() -> None:
+    """vLLM 0.24.0 ``quantization/bitsandbytes.py``: ``_apply_bnb_4bit`` calls bitsandbytes'
+    ``matmul_4bit`` per shard of a merged linear (a 16-bit copy of that shard for a batch),
+    ``BitsAndBytesMoEMethod._apply_4bit_dequnt`` dequantizes ``w13`` and ``w2`` whole."""
+    q = _bnb(4)
+    llama = load_architecture("llama-3.1-8b")
+    assert mem.dequant_bytes(llama, q, 1, 1, 2) == 4096 * 14336 * 2  # one MLP projection
+    assert mem.dequant_bytes(llama, q, 2, 2, 2) == 4096 * 14336 * 2 / 2
+    mixtral = load_architecture("mixtral-8x7b")
+    assert mem.dequant_bytes(mixtral, q, 2, 2, 2) == 8 * 3 * 4096 * 14336 * 2 / 2
+    assert mem.dequant_bytes(mixtral, None, 2, 2, 2) == 0.0
+    assert mem.dequant_bytes(mixtral, _bnb(8), 2, 2, 2) == 0.0
+    # in the profile's forward transient: Mixtral's 2.6 GiB of experts dominate the sampler
+    t = 8192
+    got = mem.activation_bytes(
+        mixtral, q, 1, t, 1024, sampler_bytes=14.9, moe_workspace=True, moe_ranks=1
+    )
+    workspace = t * 2 * (max(2 * 14336, 4096) + 14336) * 2
+    forward = t * 2 * 2 * 4096 + 8 * 3 * 4096 * 14336 * 2
+    assert got == pytest.approx(forward + t * 4096 * 2 + workspace)
+
+
+def test_bitsandbytes_refused_where_vllm_cannot_load_it_with_the_nearest_option() -> None:
+    q = _bnb(4)
+    assert vf.quantization_problem("0.27.1", q) == ""
+    problem = vf.quantization_problem("0.28.0", q)
+    assert problem.startswith("vLLM 0.28.0 has no 'bitsandbytes' quantization method")
+    assert "pin engine.version 0.27.1" in problem
+    assert "int4-awq" in problem and "int4-gptq" in problem
+    assert "quantization: fp8" in vf.quantization_problem("0.28.0", _bnb(8))
+    moe = dataclasses.replace(load_architecture("mixtral-8x7b"), quantization=_bnb(8))
+    s = calculator.compute(_req("mixtral-8x7b", architecture=moe, tp=4, engine_version="0.19.0"))
+    assert not s.fits
+    assert any("no 8-bit bitsandbytes kernel for the experts" in r for r in s.reasons)
+    dense = dataclasses.replace(load_architecture("llama-3.1-8b"), quantization=_bnb(8))
+    assert calculator.compute(_req("llama-3.1-8b", architecture=dense)).fits
+
+
+# --- item 4: AWQ weights on Hopper -------------------------------------------------------------
+
+
+def test_awq_zero_points_are_16_bit_on_machete_from_vllm_0_24_on_hopper() -> None:
+    """vLLM 0.24.0 quantization/auto_awq.py: AWQ linear layers pick their kernel with
+    ``choose_mp_linear_kernel``; on Hopper that is Machete (kernels/linear/mixed_precision/
+    machete.py ``transform_w_zp``: zero points unpacked to ``-scale x zero`` in 16 bits), so
+    a group of 128 weights costs 0.5 x 128 + 2 (scale) + 2 (zero) bytes, not + 0.5 packed."""
+    q = quant_from_config({"quant_method": "awq", "bits": 4, "group_size": 128}, "c", 28)
+    assert q.bytes_per_weight == 0.5 + 2.5 / 128
+    assert vf.group_zero_bytes("0.24.0", 9, q) == 2.0
+    assert vf.group_zero_bytes("0.23.0", 9, q) is None  # AWQMarlinLinearMethod: packed
+    assert vf.group_zero_bytes("0.24.0", 8, q) is None  # Marlin below Hopper
+    assert vf.group_zero_bytes("0.24.0", 10, q) is None  # Machete is SM 9.0 only
+    gptq = quant_from_config({"quant_method": "gptq", "bits": 4, "group_size": 128}, "c", 28)
+    assert vf.group_zero_bytes("0.24.0", 9, gptq) is None
+    dense = mem.Sharding(group_zero_bytes=2.0).dense_quant(q)
+    assert dense is not None and dense.bytes_per_weight == 0.5 + 4 / 128
+    # Qwen2.5-7B-Instruct-AWQ geometry (every Linear quantized, embeddings and lm_head 16-bit):
+    # 28 layers x (3584 x 4608 qkv + 3584 x 3584 o + 3584 x 37888 gate/up + 18944 x 3584 down)
+    arch = dataclasses.replace(load_architecture("qwen2.5-7b"), quantization=q)
+    linear = 28 * (3584 * 4608 + 3584 * 3584 + 3584 * 37888 + 18944 * 3584)
+    h200 = dataclasses.replace(requests.request_from_options("qwen2.5-7b", gpu="h200"),
+                               architecture=arch, max_model_len=8192)  # fmt: skip
+    old = calculator.compute(dataclasses.replace(h200, engine_version="0.23.0"))
+    new = calculator.compute(dataclasses.replace(h200, engine_version="0.24.0"))
+    extra = linear * 1.5 / 128 / mem.GIB
+    assert new.weights_gib_per_gpu - old.weights_gib_per_gpu == pytest.approx(extra, abs=2e-4)
+    assert new.weights_gib_per_gpu == pytest.approx(5.27, abs=0.005)
+
+
+# --- item 3: Gemma 4 batches one multimodal item whole -----------------------------------------
+
+
+def test_gemma4_default_batch_holds_its_largest_item_from_vllm_0_24() -> None:
+    """vLLM 0.24.0 engine/arg_utils.py: for a multimodal prefix-LM model a default
+    ``max_num_batched_tokens`` is raised to the largest item of a supported modality
+    (``_get_min_mm_batched_tokens``); Gemma 4's is a 32-frame video, 32 x (70 + 2 + 6) = 2496
+    tokens (models/gemma4_mm.py ``get_mm_max_tokens_per_item``). Only the 2048-token default
+    (A100, GPUs under 70 GiB) is below it; an explicit value is kept; Gemma 3 has no override."""
+    assert vf.GEMMA4_VIDEO_ITEM_TOKENS == 2496
+
+    def batched(model: str, gpu: str, version: str, **kw: Any) -> int:
+        req = requests.request_from_options(model, gpu=gpu)
+        s = calculator.compute(
+            dataclasses.replace(req, engine_version=version, max_model_len=8192, **kw)
+        )
+        return s.max_num_batched_tokens
+
+    assert batched("gemma-4-31b", "l40s", "0.24.0") == 2496
+    assert batched("gemma-4-31b", "a100-80", "0.24.0") == 2496
+    assert batched("gemma-4-31b", "l40s", "0.23.0") == 2048  # not read before 0.24.0
+    assert batched("gemma-4-31b", "h100", "0.24.0") == 8192
+    assert batched("gemma-4-31b", "l40s", "0.24.0", max_num_batched_tokens=1024) == 1024
+    assert batched("gemma-3-27b", "l40s", "0.24.0") == 2048
+
+
+def test_model_runner_v1_subtracts_its_profiled_graph_estimate_not_the_pool() -> None:
+    """vLLM 0.24.0 v1/worker/gpu_model_runner.py ``profile_cudagraph_memory`` (first capture +
+    (n - 1) x the second, per mode) logged 0.61 GiB (Qwen2.5-7B-AWQ, 28 layers) and 0.64 GiB
+    (Qwen3-30B-A3B, 48 layers) on one H200; Model Runner V2 still captures outside the budget."""
+    assert vf.cudagraph_estimate_gib(28) == pytest.approx(0.61, abs=0.005)
+    assert vf.cudagraph_estimate_gib(48) == pytest.approx(0.64, abs=0.005)
+    h200 = dataclasses.replace(
+        requests.request_from_options("mixtral-8x7b", gpu="h200"),
+        engine_version="0.24.0", max_model_len=8192, gpu_memory_utilization=0.92,
+    )  # fmt: skip
+    s = calculator.compute(h200)
+    assert s.cudagraph_gib == pytest.approx(0.568 + 0.0015 * 32, abs=1e-4)
+    left = 139.8 * 0.92 - s.weights_gib_per_gpu - s.activation_gib - s.non_torch_gib
+    assert s.kv_cache_gib_per_gpu == pytest.approx(left - s.cudagraph_gib, abs=1e-3)
+    assert s.kv_cache_gib_per_gpu == pytest.approx(38.92, abs=0.01)  # was 37.48 (issue 26)
+    v2 = calculator.compute(
+        dataclasses.replace(h200, architecture=load_architecture("llama-3.1-8b"))
+    )
+    assert v2.cudagraph_gib == pytest.approx(0.6 + 0.015 * 32)  # the pool, outside the budget
