@@ -99,3 +99,34 @@ def test_a_spec_version_that_cannot_be_an_image_tag_is_refused(
     result = CliRunner().invoke(cli.app, ["size", str(spec)])
     assert result.exit_code == ExitCode.SPEC, result.stderr
     assert "not a release version" in result.stderr
+
+
+def test_render_refuses_a_vllm_release_that_was_never_checked(tmp_path: Path) -> None:
+    """Issue 23: `version: 0.99.0` used to render vllm/vllm-openai:v0.99.0, an image that cannot
+    be pulled; now it is an error at the version's own line naming the newest checked release,
+    and nothing is written."""
+    spec = tmp_path / "s.yaml"
+    text = SPEC.replace("  version: 0.19.0\n", "  version: 0.99.0\n", 1)
+    assert "version: 0.99.0" in text
+    spec.write_text(text)
+    out = tmp_path / "deploy"
+    result = CliRunner().invoke(cli.app, ["render", str(spec), "-o", str(out)])
+    assert result.exit_code == ExitCode.SPEC, result.stderr
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if "version: 0.99.0" in t)
+    assert f"{spec}:{line}:12: error: `engine.version`: vLLM 0.99.0 is newer than 0.33.0" in (
+        result.stderr
+    )
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "said"),
+    [
+        ("1.2.0", "1.3.0", "1.2.x (1.2.0 or later, before 1.3.0)"),
+        ("0.17.0", "1.3.0", "(0.17.0 or later, before 1.3.0)"),
+        ("1.0.0", "2.0.0", "1.x (1.0.0 or later, before 2.0.0)"),
+        ("1.2.1", "1.3.0", "(1.2.1 or later, before 1.3.0)"),
+    ],
+)
+def test_a_half_open_range_is_said_as_it_is(since: str, until: str, said: str) -> None:
+    assert versions.span(since, until) == said

@@ -481,6 +481,21 @@ def test_versions_older_than_the_table_are_refused() -> None:
         build_args("0.5.5", MODEL, {})
 
 
+@pytest.mark.parametrize("version", ["0.33.1", "0.34.0", "0.99.0", "1.0.0"])
+def test_versions_newer_than_the_newest_checked_release_are_refused(version: str) -> None:
+    """Issue 23: no parser of a release after the newest checked one (0.33.0, PyPI's vllm
+    wheels as dumped for CHECKED_VERSIONS) was run; 0.99.0 does not exist, and its image
+    vllm/vllm-openai:v0.99.0 cannot be pulled."""
+    with pytest.raises(UnsupportedVersionError) as err:
+        build_args(version, MODEL, {})
+    assert err.value.message == (
+        f"vLLM {version} is newer than 0.33.0, the newest release whose parser llmdeploy "
+        "checked: its flags are unknown, and a release that does not exist renders an image "
+        "that cannot be pulled"
+    )
+    assert build_args(va.NEWEST_CHECKED_VERSION, MODEL, {})
+
+
 # --- metrics ---------------------------------------------------------------------------------
 
 
@@ -542,7 +557,9 @@ def test_checked_versions_parse_and_cover_the_default() -> None:
 ENTRYPOINTS: tuple[va.Entrypoint, ...] = ("serve", "api_server")
 versions = st.one_of(
     st.sampled_from(va.CHECKED_VERSIONS),
-    st.builds(lambda m, p: f"0.{m}.{p}", st.integers(6, 40), st.integers(0, 3)),
+    st.builds(lambda m, p: f"0.{m}.{p}", st.integers(6, 33), st.integers(0, 3)).filter(
+        lambda v: parse_version(v) <= parse_version(va.NEWEST_CHECKED_VERSION)
+    ),
 )
 model_names = st.from_regex(r"[a-z][a-z0-9._-]{0,20}(/[a-zA-Z0-9._-]{1,30})?", fullmatch=True)
 

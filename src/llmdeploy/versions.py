@@ -43,3 +43,15 @@ def canonical(version: str) -> str:
     parse(version)
     text = version.strip()
     return text[1:] if text.startswith("v") else text
+
+
+def span(since: str, until: str) -> str:
+    """A half-open release range ``[since, until)`` said as it is: ``1.2.0`` to ``1.3.0`` is
+    "1.2.x (1.2.0 or later, before 1.3.0)", never "up to 1.3.0", which would include it."""
+    lo, hi = parse(since), parse(until)
+    line = ""
+    if hi[2] == lo[2] == 0 and lo[0] == hi[0] and lo[1] + 1 == hi[1]:
+        line = f"{lo[0]}.{lo[1]}.x "
+    elif hi[1] == 0 and hi[2] == 0 and lo[0] + 1 == hi[0] and lo[1:] == (0, 0):
+        line = f"{lo[0]}.x "
+    return f"{line}({since} or later, before {until})"

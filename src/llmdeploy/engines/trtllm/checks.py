@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from pydantic.alias_generators import to_camel
 
+from llmdeploy import versions
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.engines.trtllm.build import capability, converter_for
@@ -56,7 +57,7 @@ def trtllm_for_triton(triton_version: str) -> str:
             flag,
             triton_version,
             f"TensorRT-LLM {trtllm}: the model-repository templates and launcher arguments are "
-            f"verified for TensorRT-LLM {SERVING_SINCE} up to {SERVING_UNTIL} only "
+            f"verified for TensorRT-LLM {versions.span(SERVING_SINCE, SERVING_UNTIL)} only "
             "(Triton 26.03-26.07)",
         )
     return trtllm

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
+from llmdeploy import versions
 from llmdeploy.engines.trtllm.releases import (
     ENGINE_BUILD_REMOVED_IN,
     PYTORCH_UNTIL,
@@ -366,8 +367,8 @@ def problem(tool: str, flag: str, value: str | None, trtllm_version: str) -> str
             return "this TensorRT-LLM no longer has the TensorRT engine workflow"
     elif not in_range(trtllm_version, SERVE_TRACKED_FROM, PYTORCH_UNTIL):
         return (
-            f"the {tool} table covers TensorRT-LLM {SERVE_TRACKED_FROM} up to {PYTORCH_UNTIL} "
-            "(the 1.2.x line) only"
+            f"the {tool} table covers TensorRT-LLM "
+            f"{versions.span(SERVE_TRACKED_FROM, PYTORCH_UNTIL)} only"
         )
     spec = _BY_KEY.get((tool, flag))
     if spec is None:

@@ -7,7 +7,13 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from llmdeploy.engines.trtllm.releases import PYTORCH_SINCE, PYTORCH_UNTIL, in_range
+from llmdeploy import versions
+from llmdeploy.engines.trtllm.releases import (
+    DEFAULT_TRTLLM_VERSION,
+    PYTORCH_SINCE,
+    PYTORCH_UNTIL,
+    in_range,
+)
 from llmdeploy.spec.fields import S3_ACCESS_HINT, EngineSection, SpecModel, check_no_credentials
 
 # Newest Triton `-trtllm-python-py3` release whose TensorRT-LLM (1.2.1) still ships
@@ -134,9 +140,10 @@ class TrtllmEngine(EngineSection):
     def _verified(cls, v: str | None) -> str | None:
         if v is not None and not in_range(v, PYTORCH_SINCE, PYTORCH_UNTIL):
             raise ValueError(
-                f"TensorRT-LLM {v}: the PyTorch path is verified for {PYTORCH_SINCE} up to "
-                f"{PYTORCH_UNTIL} only (trtllm-serve flags, LLM API keys and Prometheus metric "
-                "names; 1.3 renames every metric); use 1.2.1"
+                f"TensorRT-LLM {v}: the PyTorch path is verified for "
+                f"{versions.span(PYTORCH_SINCE, PYTORCH_UNTIL)} only (trtllm-serve flags, LLM "
+                "API keys and Prometheus metric names; 1.3 renames every metric); use "
+                f"{DEFAULT_TRTLLM_VERSION}"
             )
         return v
 

@@ -767,6 +767,12 @@ def _checked(version: str) -> Version:
             f"vLLM {version} is older than {OLDEST_SUPPORTED_VERSION}, the oldest release "
             "whose flags llmdeploy knows"
         )
+    if parsed > parse_version(NEWEST_CHECKED_VERSION):
+        raise UnsupportedVersionError(
+            f"vLLM {version} is newer than {NEWEST_CHECKED_VERSION}, the newest release whose "
+            "parser llmdeploy checked: its flags are unknown, and a release that does not exist "
+            "renders an image that cannot be pulled"
+        )
     return parsed
 
 
