@@ -369,7 +369,9 @@ def test_granite_4_hybrid_layer_types(tmp_path: Path) -> None:
 
 def test_gemma3_encoder_profile_matches_the_log() -> None:
     """v0.19 log: "budget of 8192 tokens, and profiled with 32 image items"; 57.05x."""
-    s = _size("gemma-3-4b", gpu_memory_utilization=0.95, gpu_total_gib=79.19)
+    s = _size(
+        "gemma-3-4b", gpu_memory_utilization=0.95, gpu_total_gib=79.19, engine_version="0.19.0"
+    )
     assert any("32 dummy image item(s) of 256 tokens" in a for a in s.assumptions)
     assert s.max_concurrency == pytest.approx(57.05, abs=0.15)  # predicted, not logged, KV
 

@@ -183,6 +183,31 @@ def test_the_table_has_a_row_per_preset_and_the_models_throughput() -> None:
         assert cells[-3] == ("—" if price is None else f"{price:.2f}")
 
 
+def test_every_preset_shows_its_engine_release_date_with_a_source() -> None:
+    """Issue 23: each preset's engine release is dated: vLLM 0.24.0 by llm-d/llm-d-benchmark#1575
+    and aws/deep-learning-containers#6329 (2026-07-01), TensorRT-LLM 1.2.1 by NGC's release
+    image (2026-04-20, engines/trtllm/releases.py RELEASE-IMAGE)."""
+    catalog = presets.catalog()
+    header, *rows = preset_report.table(catalog).splitlines()
+    assert header.split()[:4] == ["preset", "model", "engine", "released"]
+    expected = {"vllm 0.24.0": "2026-07-01", "trtllm 1.2.1": "2026-04-20"}
+    for row, p in zip(rows, catalog, strict=True):
+        assert p.engine in expected, p.name
+        assert row.split()[4] == expected[p.engine], p.name
+        release = p.engine_release
+        assert release is not None and release.source
+        assert f"released    {release.date} (source: {release.source})" in preset_report.show(p)
+
+
+def test_every_vllm_preset_pins_the_default_release() -> None:
+    """The presets move with the default (the newest release whose flags, memory and metrics the
+    repository verifies: 0.24.0, measured on an H200 in tests/data/calibration)."""
+    from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
+
+    vllm = [p for p in presets.catalog() if p.sizing.engine == "vllm"]
+    assert vllm and {p.sizing.engine_version for p in vllm} == {DEFAULT_VLLM_VERSION}
+
+
 def test_prices_are_dated_and_a_missing_price_is_said_so() -> None:
     catalog = presets.catalog()
     assert preset_report.price_dates(catalog) == ["2026-01-21"]

@@ -438,7 +438,7 @@ def test_a_name_triton_does_not_use_is_a_warning_that_render_and_size_print(
 
 def test_chunked_prefill_off_on_vllm_v1_is_a_warning() -> None:
     assert located(VLLM + "serving:\n  chunkedPrefill: false\n" + TWO_NODES) == [
-        "spec.yaml:12:19: warning: `serving.chunkedPrefill` false has no effect: vLLM 0.19.0 "
+        "spec.yaml:12:19: warning: `serving.chunkedPrefill` false has no effect: vLLM 0.24.0 "
         "always chunks prefill (V1 engine, from 0.8.0)"
     ]
     assert located(VLLM + "serving:\n  chunkedPrefill: true\n" + TWO_NODES) == []

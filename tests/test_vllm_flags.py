@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -227,7 +228,7 @@ def test_every_flag_emitted_for_default_version_is_in_the_table(flag: bool) -> N
 
 
 def test_default_version_uses_vllm_serve() -> None:
-    assert DEFAULT_VLLM_VERSION == "0.19.0"
+    assert DEFAULT_VLLM_VERSION == "0.24.0"
     assert command_for(DEFAULT_VLLM_VERSION) == ("vllm", "serve")
     assert command_for(DEFAULT_VLLM_VERSION, "api_server") == API_SERVER_COMMAND
 
@@ -633,3 +634,27 @@ def test_property_unsupported_keys_raise(version: str, key: str, flag: bool) -> 
             build_args(version, MODEL, {key: value})
     else:
         assert build_args(version, MODEL, {key: value})
+
+
+def test_the_default_is_the_newest_release_with_flags_memory_and_performance_verified() -> None:
+    """Issue 23: the default vLLM is the newest release that the repository verifies on all
+    three counts: its parser was run (CHECKED_VERSIONS, which also dates the metric names),
+    real start-ups calibrate its memory (tests/data/calibration/vllm-startup.yaml), and
+    measured serving runs calibrate its performance (tests/data/perf/). 0.25.0-0.33.0 have
+    checked flags only, so none of them can be the default."""
+    import yaml
+
+    data = Path(__file__).parent / "data"
+    cases = yaml.safe_load((data / "calibration" / "vllm-startup.yaml").read_text())
+    memory = {parse_version(str(c["vllm_version"])) for c in cases if c["vllm_version"]}
+    served = set()
+    for path in (data / "perf").glob("*.yaml"):
+        doc = yaml.safe_load(path.read_text())
+        rows = doc.get("serving", []) if isinstance(doc, dict) else doc
+        served |= {
+            parse_version(str(r["engine_version"]))
+            for r in rows
+            if r.get("engine") == "vllm" and r.get("measured", True)
+        }
+    flags = {parse_version(v) for v in va.CHECKED_VERSIONS}
+    assert parse_version(DEFAULT_VLLM_VERSION) == max(flags & memory & served) == (0, 24, 0)

@@ -38,12 +38,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from llmdeploy import pipeline
+from llmdeploy.engines import registry
 from llmdeploy.spec import load
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from llmdeploy.catalog.ec2 import Instance
+    from llmdeploy.engines.base import ReleaseDate
     from llmdeploy.perf.assess import Performance
     from llmdeploy.sizing.types import Sizing
     from llmdeploy.spec.sections import Spec
@@ -120,6 +122,12 @@ class PresetSummary:
     @property
     def engine(self) -> str:
         return f"{self.sizing.engine} {self.sizing.engine_version}"
+
+    @property
+    def engine_release(self) -> ReleaseDate | None:
+        """When the preset's engine release was published, with the source of the date."""
+        version = self.sizing.engine_version
+        return None if version is None else registry.get(self.sizing.engine).release_date(version)
 
     @property
     def quantization(self) -> str:

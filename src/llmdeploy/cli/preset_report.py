@@ -21,6 +21,7 @@ COLUMNS = (
     "preset",
     "model",
     "engine",
+    "released",
     "instance",
     "parallel",
     "replicas/node",
@@ -43,6 +44,7 @@ def _cells(p: PresetSummary) -> tuple[str, ...]:
         p.name,
         p.spec.model.id,
         p.engine,
+        NOT_MODELLED if (release := p.engine_release) is None else release.date,
         p.instance.name if p.nodes == 1 else f"{p.nodes} x {p.instance.name}",
         p.parallelism,
         str(p.replicas_per_node) if p.nodes == 1 else f"1/{p.nodes}",
@@ -82,6 +84,8 @@ def notes(presets: Sequence[PresetSummary]) -> list[str]:
     out = [
         f"$/h node: us-east-1 Linux on-demand price of the whole node, price list of {dates}"
         + (f"; {NOT_MODELLED}: no on-demand price ({', '.join(unpriced)})" if unpriced else ""),
+        "released: the day the engine release was published (its source: llmdeploy presets "
+        "show NAME)",
         "predicted tok/s: output tokens/s of one replica at its share of the SLO's peak "
         f"(performance model, median error {UNCERTAINTY.throughput_median:.0%})"
         + (
@@ -124,7 +128,7 @@ def markdown(presets: Sequence[PresetSummary]) -> str:
         cells[1] = f"[{cells[1]}](https://huggingface.co/{p.spec.model.id})"
         body += "| " + " | ".join(cells) + " |\n"
     why = "".join(f"- `{p.name}`: {_md(p.rationale.summary)}\n" for p in presets)
-    legend = ". ".join(_md(line) for line in notes(presets)[:2])
+    legend = ". ".join(_md(line) for line in notes(presets)[:3])
     return head + rule + body + "\n" + legend + ".\n\n" + why
 
 
@@ -156,6 +160,13 @@ def _plural(count: int, word: str) -> str:
     return f"{count} {word}" + ("" if count == 1 else "s")
 
 
+def _release(p: PresetSummary) -> str:
+    release = p.engine_release
+    if release is None:
+        return f"{NOT_MODELLED}: llmdeploy has not read when {p.engine} was published"
+    return f"{release.date} (source: {release.source})"
+
+
 def show(p: PresetSummary) -> str:
     """``presets show NAME``: the rationale and what the sizing says (the breakdown follows)."""
     s, spec, inst = p.sizing, p.spec, p.instance
@@ -174,6 +185,7 @@ def show(p: PresetSummary) -> str:
         ("model", spec.model.id),
         ("revision", revision),
         ("engine", p.engine),
+        ("released", _release(p)),
         (
             "instance",
             f"{inst.name} ({inst.gpu_count} x {inst.gpu.model}), {p.parallelism} "

@@ -4,7 +4,7 @@ The shared stages never branch on an engine's name: they ask the engine register
 spec's ``engine.type`` (:mod:`llmdeploy.engines.registry`). An engine answers five questions:
 
 - which version the spec pins (the ``app.kubernetes.io/version`` label, and the spec field
-  errors about flags and versions are reported at);
+  errors about flags and versions are reported at), and when that release was published;
 - what in the spec it cannot serve, before any sizing (:meth:`Engine.check`, and the shared
   fields it does not use, :attr:`Engine.ignored_fields`): ``llmdeploy size`` and ``render``
   both run these checks (:mod:`llmdeploy.spec.checks`), so they accept the same specs;
@@ -49,6 +49,14 @@ class Ignored:
     hint: str | None = None  # what to set instead
 
 
+@dataclass(frozen=True)
+class ReleaseDate:
+    """When an engine release was published, and where that was read (``presets`` shows it)."""
+
+    date: str  # ISO 8601 day
+    source: str
+
+
 class Engine(EngineSizing, Protocol):
     """One serving engine; implementations are ``ENGINE`` in ``engines/<name>/engine.py``.
     What the size stage asks of it (``name``, ``runtime_quantizations``, ``memory_budget``,
@@ -68,6 +76,11 @@ class Engine(EngineSizing, Protocol):
 
     def version(self, section: EngineSection) -> str:
         """The version the spec pins (rendered as ``app.kubernetes.io/version``)."""
+        ...
+
+    def release_date(self, version: str) -> ReleaseDate | None:
+        """When ``version`` was published, with its source; None where llmdeploy has not read
+        it (the presets' releases always have one: tests/test_presets.py)."""
         ...
 
     def sizing_fields(self, spec: Spec) -> dict[str, object]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from llmdeploy.engines.base import Ignored
+from llmdeploy.engines.base import Ignored, ReleaseDate
 
 if TYPE_CHECKING:
     from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
@@ -116,6 +116,11 @@ class Trtllm:
 
             return engine.version or DEFAULT_TRTLLM_VERSION
         return engine.triton_version
+
+    def release_date(self, version: str) -> ReleaseDate | None:
+        from llmdeploy.engines.trtllm.releases import RELEASE_DATES
+
+        return RELEASE_DATES.get(version)
 
     def sizing_fields(self, spec: Spec) -> dict[str, object]:
         from llmdeploy.engines.trtllm.releases import TRITON_TO_TRTLLM

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from llmdeploy import versions
+from llmdeploy.engines.base import ReleaseDate
 
 # Triton `nvcr.io/nvidia/tritonserver:<v>-trtllm-python-py3` → TensorRT-LLM inside it (COMPAT).
 # 25.11 is printed as "1.0.3.2510" in COMPAT and kept as printed.
@@ -75,6 +76,17 @@ ENGINE_BUILD_REMOVED_IN = "1.3.0"
 # not released as a final version in the sources read.
 PYTORCH_SINCE, PYTORCH_UNTIL = "1.2.0", "1.3.0"
 DEFAULT_TRTLLM_VERSION = "1.2.1"  # RELEASE-IMAGE; also the TensorRT-LLM of Triton 26.04-26.07
+
+# When the releases llmdeploy pins were published (``presets`` shows it).
+RELEASE_DATES: Mapping[str, ReleaseDate] = MappingProxyType(
+    {
+        "1.2.1": ReleaseDate(
+            "2026-04-20",
+            "NGC's multi-arch nvcr.io/nvidia/tensorrt-llm/release:1.2.1 image (RELEASE-IMAGE "
+            "above); the NGC tag list itself could not be read",
+        ),
+    }
+)
 
 
 def version_key(version: str) -> tuple[int, int, int]:

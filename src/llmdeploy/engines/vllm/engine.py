@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 if TYPE_CHECKING:
     from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
     from llmdeploy.catalog.ec2 import Instance
-    from llmdeploy.engines.base import Ignored
+    from llmdeploy.engines.base import Ignored, ReleaseDate
     from llmdeploy.errors import Diagnostic
     from llmdeploy.perf.constants import EngineRun
     from llmdeploy.plan.types import EngineParts
@@ -42,6 +42,11 @@ class Vllm:
 
         assert isinstance(section, VllmEngine)
         return section.version
+
+    def release_date(self, version: str) -> ReleaseDate | None:
+        from llmdeploy.engines.vllm.releases import RELEASE_DATES
+
+        return RELEASE_DATES.get(version)
 
     def sizing_fields(self, spec: Spec) -> dict[str, object]:
         from llmdeploy.engines.vllm.spec import VllmEngine

@@ -32,7 +32,7 @@ from typing import Final, Literal
 from llmdeploy import errors, versions
 from llmdeploy.errors import UnsupportedVersionError
 
-DEFAULT_VLLM_VERSION: Final = "0.19.0"
+DEFAULT_VLLM_VERSION: Final = "0.24.0"
 OLDEST_SUPPORTED_VERSION: Final = "0.6.0"
 # Newest release whose parser was run. Forms with `until=None` are assumed to continue after it.
 NEWEST_CHECKED_VERSION: Final = "0.33.0"
