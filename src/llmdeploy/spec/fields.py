@@ -9,7 +9,7 @@ import unicodedata
 import urllib.parse
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 from pydantic_core import InitErrorDetails, PydanticCustomError, ValidationError
 
@@ -190,6 +190,16 @@ def check_release(v: str) -> str:
         raise problem from None
 
 
+def check_words(v: list[str]) -> list[str]:
+    """Command-line words as a container's ``args`` gets them (no shell): an empty word or
+    one with a NUL or a newline is refused (a newline would end up in a YAML scalar and a
+    process argument that nobody reads as typed)."""
+    for word in v:
+        if word == "" or any(c in word for c in "\0\n\r"):
+            raise ValueError(f"not a command-line word: {word!r}")
+    return v
+
+
 def check_pinned_image(v: str | None) -> str | None:
     """An image reference pinned by tag or digest, never ``latest``."""
     if v is None:
@@ -203,6 +213,35 @@ def check_pinned_image(v: str | None) -> str | None:
             "digest, never `latest`"
         )
     return v
+
+
+class ServerPassthrough(SpecModel):
+    """``extraArgs`` and ``env`` of an engine section: what its server needs that llmdeploy does
+    not own. Each engine checks them against its pinned release (docs/engine-options.md)."""
+
+    extra_args: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Server arguments llmdeploy does not own, appended to the server's command line as "
+            "given (e.g. `--enable-auto-tool-choice`, `--tool-call-parser`, `hermes`). Each "
+            "option must be one the pinned release accepts; an option llmdeploy renders itself "
+            "is refused with the spec field that sets it (docs/engine-options.md)."
+        ),
+        max_length=256,
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Environment variables for the server container, added to llmdeploy's own (a "
+            "variable llmdeploy sets, or a name that holds a credential, is refused)."
+        ),
+        max_length=256,
+    )
+
+    @field_validator("extra_args")
+    @classmethod
+    def _words(cls, v: list[str]) -> list[str]:
+        return check_words(v)
 
 
 class EngineSection(SpecModel):

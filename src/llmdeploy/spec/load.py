@@ -61,14 +61,14 @@ class LoadedSpec:
 
     def in_file(self, key_path: str) -> bool:
         """Whether the file sets the dotted spec path itself (if not, the default applies)."""
-        return tuple(key_path.split(".")) in self._where
+        return _path(key_path) in self._where
 
     def diagnostic(
         self, key_path: str, message: str, hint: str | None = None, severity: str = "error"
     ) -> Diagnostic:
         """A diagnostic located at a dotted spec path such as ``engine.version`` (the nearest
         enclosing key that exists in the file)."""
-        line, col = nearest(self._where, tuple(key_path.split(".")))
+        line, col = nearest(self._where, _path(key_path))
         return replace(
             diag(self.label, self.lines, message, line, col, hint),
             severity=severity,
@@ -90,6 +90,12 @@ class LoadedSpec:
         if not self.in_file(note.field):
             return replace(note, message=f"{note.message} (the default)")
         return self.diagnostic(note.field, note.message, note.hint, note.severity)
+
+
+def _path(key_path: str) -> Path_:
+    """A dotted spec path as the YAML positions are keyed: ``engine.extraArgs.2`` is the third
+    item of that list."""
+    return tuple(int(p) if p.isdigit() else p for p in key_path.split("."))
 
 
 def _yaml() -> YAML:

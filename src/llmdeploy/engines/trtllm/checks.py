@@ -16,9 +16,10 @@ from pydantic.alias_generators import to_camel
 from llmdeploy import versions
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
+from llmdeploy.engines.trtllm import extra
 from llmdeploy.engines.trtllm.build import capability, converter_for
 from llmdeploy.engines.trtllm.releases import TRITON_TO_TRTLLM, in_range, ships_trtllm_build
-from llmdeploy.engines.trtllm.spec import ENGINE_ONLY, TrtllmEngine
+from llmdeploy.engines.trtllm.spec import ENGINE_ONLY, PYTORCH_ONLY, TrtllmEngine
 from llmdeploy.errors import Diagnostic, UnsupportedFlagError
 from llmdeploy.spec.sections import Spec
 
@@ -136,8 +137,18 @@ def _path_problems(engine: TrtllmEngine) -> list[Diagnostic]:
                     "pytorch (no engine build)",
                 )
             )
+        out += [
+            Diagnostic(
+                f"`engine.{to_camel(name)}` only applies to backend pytorch (trtllm-serve); "
+                "backend engine's Triton launcher takes no arguments or variables of yours",
+                field=f"engine.{to_camel(name)}",
+                hint=f"remove engine.{to_camel(name)}, or set engine.backend: pytorch",
+            )
+            for name in PYTORCH_ONLY
+            if getattr(engine, name)
+        ]
         return out
-    return [
+    return extra.problems(engine) + [
         Diagnostic(
             f"`engine.{to_camel(name)}` only applies to backend engine (Triton + trtllm-build); "
             "backend pytorch builds no engine and is pinned by `engine.version`",

@@ -272,6 +272,25 @@ FLAGS: tuple[Flag, ...] = (
         "release was not established",
     ),
     Flag(_S, "--revision", since=_NEWER, source="SERVE-D only; first release not established"),
+    # passed through from `engine.extraArgs` (llmdeploy renders none of these itself)
+    Flag(
+        _S,
+        "--reasoning_parser",
+        since="1.1.0",
+        source="SERVE-C and SERVE-D (click.Choice of ReasoningParserFactory.parsers)",
+    ),
+    Flag(
+        _S,
+        "--tool_parser",
+        since=_NEWER,
+        source="SERVE-D only (click.Choice of ToolParserFactory.parsers); absent in SERVE-C",
+    ),
+    Flag(
+        _S,
+        "--chat_template",
+        since=_NEWER,
+        source="SERVE-D only; absent in SERVE-C",
+    ),
     Flag(
         _S,
         "--served_model_name",
@@ -386,6 +405,15 @@ def problem(tool: str, flag: str, value: str | None, trtllm_version: str) -> str
         if value not in allowed:
             return f"value {value!r} not among {allowed} ({spec.source})"
     return None
+
+
+def serve_flags(trtllm_version: str) -> tuple[str, ...]:
+    """The trtllm-serve flags the table accepts at ``trtllm_version`` (for did-you-mean)."""
+    return tuple(
+        f.name
+        for f in FLAGS
+        if f.tool == _S and not f.never and in_range(trtllm_version, f.since, f.until)
+    )
 
 
 def require(tool: str, flag: str, value: str | None, trtllm_version: str) -> None:

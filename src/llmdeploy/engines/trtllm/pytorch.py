@@ -13,6 +13,7 @@ from llmdeploy.engines.trtllm.serve import (
     ServePlan,
     serve_plan,
 )
+from llmdeploy.engines.trtllm.spec import TrtllmEngine
 from llmdeploy.plan.loading import MODEL_DIR, cache_gib, model_loading
 from llmdeploy.plan.names import meta_for
 from llmdeploy.plan.pod import (
@@ -57,6 +58,12 @@ def model_source(spec: Spec) -> str:
     ]
 
 
+def engine_env(spec: Spec) -> dict[str, str]:
+    engine = spec.engine
+    assert isinstance(engine, TrtllmEngine)
+    return engine.env
+
+
 def plan_trtllm_serve(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
     tp = spec.hardware.tensor_parallel
     loading = spec.model.loading
@@ -89,6 +96,8 @@ def plan_trtllm_serve(spec: Spec, instance: Instance, sizing: Sizing) -> EngineP
         Volume("trtllm-config", "configMap", config_map=spec.name),
     ]
     env += weights.env
+    # the user's own variables (engines/trtllm/extra.py refused names llmdeploy sets)
+    env += [EnvVar(name, value) for name, value in sorted(engine_env(spec).items())]
     mounts += weights.mounts
     volumes += weights.volumes
     # The pod's ephemeral-storage covers every disk-backed emptyDir at its sizeLimit plus logs.

@@ -159,6 +159,7 @@ def serve_plan(spec: Spec, instance: Instance, arch: Architecture, model_arg: st
     for flag, value in flags:
         require("trtllm-serve", flag, value, version)
         args += [flag] if value is None else [flag, value]
+    args += engine.extra_args  # the user's own (engines/trtllm/extra.py checked each flag)
     options: tuple[Option, ...] = (
         ("kv_cache_config", "free_gpu_memory_fraction", engine.kv_cache_free_gpu_mem_fraction),
         ("kv_cache_config", "enable_block_reuse", spec.serving.prefix_caching),

@@ -14,7 +14,13 @@ from llmdeploy.engines.trtllm.releases import (
     PYTORCH_UNTIL,
     in_range,
 )
-from llmdeploy.spec.fields import S3_ACCESS_HINT, EngineSection, SpecModel, check_no_credentials
+from llmdeploy.spec.fields import (
+    S3_ACCESS_HINT,
+    EngineSection,
+    ServerPassthrough,
+    SpecModel,
+    check_no_credentials,
+)
 
 # Newest Triton `-trtllm-python-py3` release whose TensorRT-LLM (1.2.1) still ships
 # `trtllm-build` (shared/reference/trtllm.md §1, §2.3).
@@ -31,6 +37,8 @@ ENGINE_ONLY = (
     "batch_scheduler_policy",
     "build_job",
 )
+# ... and the fields of backend pytorch only (its trtllm-serve container)
+PYTORCH_ONLY = ("extra_args", "env")
 
 
 class BuildJob(SpecModel):
@@ -66,7 +74,7 @@ class BuildJob(SpecModel):
     )
 
 
-class TrtllmEngine(EngineSection):
+class TrtllmEngine(EngineSection, ServerPassthrough):
     type: Literal["trtllm"] = "trtllm"
     backend: Backend | None = Field(
         None,

@@ -34,7 +34,8 @@ def server_args(
     model = model_source(spec)
     opts = vllm_options(spec, model, quantization)
     opts.update(distributed_options(dist or Distributed()))
-    return flags.build_args(engine.version, model, opts)
+    # the user's own options last (engines/vllm/extra.py checked each against the release)
+    return flags.build_args(engine.version, model, opts) + tuple(engine.extra_args)
 
 
 def vllm_options(spec: Spec, model_arg: str, quantization: str | None) -> dict[str, object]:

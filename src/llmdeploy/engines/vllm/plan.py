@@ -100,6 +100,8 @@ def plan_vllm(spec: Spec, instance: Instance, sizing: Sizing) -> EngineParts:
         Volume("tmp", "emptyDir", size_limit=f"{TMP_GIB}Gi"),
     ]
     env += weights.env
+    # the user's own variables (engines/vllm/extra.py refused names llmdeploy sets)
+    env += [EnvVar(name, value) for name, value in sorted(engine.env.items())]
     mounts += weights.mounts
     volumes += weights.volumes
 

@@ -7,7 +7,13 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from llmdeploy.engines.vllm.flags import DEFAULT_VLLM_VERSION
-from llmdeploy.spec.fields import EngineSection, SpecModel, check_pinned_image, check_release
+from llmdeploy.spec.fields import (
+    EngineSection,
+    ServerPassthrough,
+    SpecModel,
+    check_pinned_image,
+    check_release,
+)
 
 
 class ApiKeySecret(SpecModel):
@@ -15,7 +21,7 @@ class ApiKeySecret(SpecModel):
     key: str = Field("api-key", description="Key inside the Secret.", min_length=1, max_length=253)
 
 
-class VllmEngine(EngineSection):
+class VllmEngine(EngineSection, ServerPassthrough):
     type: Literal["vllm"] = "vllm"
     version: str = Field(
         DEFAULT_VLLM_VERSION,
