@@ -8,6 +8,7 @@ branch on its name.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -272,6 +273,23 @@ def _render_job(loaded: LoadedSpec) -> Rendered | LlmdeployError:
         return exc
 
 
+def one_namespace_each(specs: Sequence[LoadedSpec]) -> list[LoadedSpec]:
+    """A fleet renders each Namespace once: by the first spec (in input order) that renders
+    the namespace it deploys into; the later ones in that namespace leave it out (two copies
+    of one object make `kustomize build` of the fleet fail: "already registered id")."""
+    seen: set[str] = set()
+    out: list[LoadedSpec] = []
+    for ls in specs:
+        ops = ls.spec.gitops
+        if ops.namespace and ls.spec.namespace in seen:
+            gitops = ops.model_copy(update={"namespace": False})
+            ls = dataclasses.replace(ls, spec=ls.spec.model_copy(update={"gitops": gitops}))
+        elif ops.namespace:
+            seen.add(ls.spec.namespace)
+        out.append(ls)
+    return out
+
+
 def render_many(
     specs: Sequence[LoadedSpec],
     *,
@@ -288,6 +306,7 @@ def render_many(
         header_command=header_command, crds=crds, kube_version=kube_version, force=force
     )
     report = progress or (lambda done, total: None)
+    specs = one_namespace_each(specs)
     workers = min(os.cpu_count() or 1, len(specs))
     parallel = len(specs) >= PARALLEL_MIN_SPECS and workers >= 2
     if parallel:

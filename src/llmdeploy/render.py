@@ -201,7 +201,7 @@ def render_plan(plan: Plan, source: str) -> tuple[tuple[str, str], ...]:
     config_map_data = tuple(KV(e.key, render_text(e.content)) for e in plan.config_map_data)
     out: list[tuple[str, str]] = []
     for res in plan.resources:
-        text = render_template(res.template, plan=plan, config_map_data=config_map_data)
+        text = render_template(res.template, plan=plan, res=res, config_map_data=config_map_data)
         out.append((res.filename, head + text))
     files = [name for name, _ in out]
     out.append(

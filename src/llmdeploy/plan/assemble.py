@@ -16,7 +16,7 @@ from llmdeploy.catalog.ec2 import Instance
 from llmdeploy.errors import SpecFieldError
 from llmdeploy.plan.alerts import alerts_plan
 from llmdeploy.plan.group import group_plan, leader_selector
-from llmdeploy.plan.names import labels_for, pool_name
+from llmdeploy.plan.names import labels_for, namespace_labels, pool_name
 from llmdeploy.plan.nodes import nodeclass_plan, nodepool_plan
 from llmdeploy.plan.pod import (
     MAX_BACKOFF_SECONDS,
@@ -43,6 +43,7 @@ from llmdeploy.spec.sections import Spec
 # (Helm's install order, extended with the custom kinds). "Kind/variant" is a second object of
 # a kind, in its own file (`serviceaccount-engine-build.yaml`, `networkpolicy-prometheus.yaml`).
 KIND_ORDER = (
+    "Namespace",
     "EC2NodeClass",
     "NodePool",
     "NetworkPolicy",
@@ -64,6 +65,23 @@ KIND_ORDER = (
     "TriggerAuthentication",
     "ScaledObject",
 )
+# Argo CD's sync waves (argocd.argoproj.io/sync-wave; Argo CD applies a lower wave first and
+# waits for it to be healthy, argo-cd docs user-guide/sync-waves): the Namespace before all;
+# the kinds whose CRDs other charts install and that depend on nothing here (Karpenter's node
+# classes and pools, the monitors, rules and KEDA's TriggerAuthentication) before the workload,
+# so its pods find a NodePool; the ScaledObject after it, once its scale target exists.
+# Every other object stays in wave 0 (no annotation).
+SYNC_WAVE = "argocd.argoproj.io/sync-wave"
+SYNC_WAVES: dict[str, str] = {
+    "Namespace": "-2",
+    "EC2NodeClass": "-1",
+    "NodePool": "-1",
+    "ServiceMonitor": "-1",
+    "PodMonitor": "-1",
+    "PrometheusRule": "-1",
+    "TriggerAuthentication": "-1",
+    "ScaledObject": "1",
+}
 # Alerts for Prometheus servers without the operator (Amazon Managed Prometheus takes this file:
 # aws amp create-rule-groups-namespace --data fileb://prometheus-rules.yml).
 RULES_FILE = "prometheus-rules.yml"
@@ -118,13 +136,22 @@ def netpol_plan(
     )
 
 
-def resource_list(plan_has: dict[str, bool]) -> tuple[Resource, ...]:
+def resource_list(plan_has: dict[str, bool], sync_waves: bool = True) -> tuple[Resource, ...]:
     out = []
     for entry in KIND_ORDER:
         if plan_has.get(entry, False):
             kind, _, variant = entry.partition("/")
             stem = f"{kind.lower()}-{variant}" if variant else kind.lower()
-            out.append(Resource(kind=kind, filename=f"{stem}.yaml", template=f"k8s/{stem}.yaml.j2"))
+            wave = SYNC_WAVES.get(entry) if sync_waves else None
+            annotations = (KV(SYNC_WAVE, wave),) if wave is not None else ()
+            out.append(
+                Resource(
+                    kind=kind,
+                    filename=f"{stem}.yaml",
+                    template=f"k8s/{stem}.yaml.j2",
+                    annotations=annotations,
+                )
+            )
     return tuple(out)
 
 
@@ -180,6 +207,7 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         rules = TemplateText("k8s/prometheus-rules.yml.j2", context)
         extra_files += (ExtraFile(RULES_FILE, rules),)
     has = {
+        "Namespace": spec.gitops.namespace,
         "EC2NodeClass": True,
         "NodePool": True,
         "NetworkPolicy": netpol is not None,
@@ -228,7 +256,7 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         netpol=netpol,
         pdb_max_unavailable=1,
         config_map_data=parts.config_map_data,
-        resources=resource_list(has),
+        resources=resource_list(has, spec.gitops.sync_waves),
         serving_selector=leader_selector(parts.meta) if group is not None else parts.meta.selector,
         group=group,
         extra_files=extra_files,
@@ -242,6 +270,7 @@ def assemble(spec: Spec, instance: Instance, parts: EngineParts, header_command:
         progress_deadline=cold_start,
         max_surge=rollout.max_surge,
         max_unavailable=rollout.max_unavailable,
+        namespace_labels=namespace_labels(),
     )
 
 

@@ -33,6 +33,15 @@ def labels_for(spec: Spec, component: str, version: str) -> tuple[KV, ...]:
     )
 
 
+def namespace_labels() -> tuple[KV, ...]:
+    """The Namespace's labels: only the two that are true of every deployment in it (a fleet's
+    specs share a namespace; instance, name, version and component belong to one of them)."""
+    return (
+        KV("app.kubernetes.io/part-of", PART_OF),
+        KV("app.kubernetes.io/managed-by", MANAGED_BY),
+    )
+
+
 def selector_for(spec: Spec) -> tuple[KV, ...]:
     """Selectors are immutable: only name and instance, never version."""
     return (

@@ -322,6 +322,7 @@ class Resource:
     kind: str
     filename: str
     template: str
+    annotations: tuple[KV, ...] = ()  # on the object's metadata (Argo CD's sync wave)
 
 
 @dataclass(frozen=True)
@@ -381,6 +382,8 @@ class Plan:
     # Deployment rollingUpdate, from the GPU headroom (plan.rollout)
     max_surge: int = 1
     max_unavailable: str = "0"  # an int or a percentage
+    # the Namespace's labels: a namespace a fleet shares is no one instance's
+    namespace_labels: tuple[KV, ...] = ()
 
 
 @dataclass(frozen=True)

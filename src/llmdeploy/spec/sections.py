@@ -531,6 +531,27 @@ class ServiceAccount(SpecModel):
         return self
 
 
+class GitOps(SpecModel):
+    """What a first sync of the rendered directory needs (docs/gitops.md)."""
+
+    namespace: bool = Field(
+        True,
+        description=(
+            "Render the Namespace named by `namespace` (namespace.yaml), so `kubectl apply -k` "
+            "and a first Argo CD or Flux sync work on a fresh cluster. false: the namespace is "
+            "created elsewhere (and is not pruned with this deployment)."
+        ),
+    )
+    sync_waves: bool = Field(
+        True,
+        description=(
+            "Argo CD `argocd.argoproj.io/sync-wave` annotations: the Namespace first, the "
+            "Karpenter, monitoring and KEDA TriggerAuthentication objects before the workload, "
+            "the ScaledObject after it. Other tools ignore them."
+        ),
+    )
+
+
 class Network(SpecModel):
     """Who may call the server (NetworkPolicy) and where Prometheus runs."""
 
@@ -647,6 +668,7 @@ class Spec(SpecModel):
     service_account: ServiceAccount = Field(default_factory=ServiceAccount)
     network: Network = Field(default_factory=Network)
     monitoring: Monitoring = Field(default_factory=Monitoring)
+    gitops: GitOps = Field(default_factory=GitOps)
 
     @field_validator("name", "namespace")
     @classmethod
