@@ -118,6 +118,25 @@ def _mode(executable: bool) -> int:
     return 0o755 if executable else 0o644
 
 
+def drifted(root: Path, files: Mapping[str, str], executable: Iterable[str] = ()) -> dict[str, str]:
+    """Each file ``diff_tree`` would show, with what differs: ``changed``, ``missing`` (rendered,
+    not in the directory), ``stale`` (generated earlier, rendered no more) or ``mode`` (only
+    the executable bit), in file-name order."""
+    execs = set(executable)
+    out: dict[str, str] = {}
+    for name in sorted(set(files) | generated_files(root)):
+        path = root / name
+        if not path.is_file():
+            out[name] = "missing"
+        elif name not in files:
+            out[name] = "stale"
+        elif path.read_bytes().decode("utf-8", errors="replace") != files[name]:
+            out[name] = "changed"
+        elif bool(path.stat().st_mode & 0o100) != (name in execs):
+            out[name] = "mode"
+    return out
+
+
 def diff_tree(root: Path, files: Mapping[str, str], executable: Iterable[str] = ()) -> str:
     """Unified diff from the directory's current content to what would be written; a file whose
     executable bit differs from what ``write_tree`` would give it gets git's ``old mode`` /

@@ -78,6 +78,25 @@ KubeVersion = Annotated[
 ]
 
 
+FORMATS = ("text", "json", "markdown")
+FormatOption = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        help="text (default), json, or markdown (a pull-request comment).",
+        show_default=False,
+    ),
+]
+
+
+def _format(value: str, as_json: bool = False) -> str:
+    if value not in FORMATS:
+        raise UsageError(f"--format {value!r}: expected one of {', '.join(FORMATS)}")
+    if as_json and value == "markdown":
+        raise UsageError("--json and --format markdown: give one")
+    return "json" if as_json else value
+
+
 def _err(text: str = "") -> None:
     sys.stderr.write(text + "\n")
 
@@ -299,9 +318,10 @@ def render(
     ] = False,
     crd_dir: CrdDirs = None,
     kube_version: KubeVersion = None,
+    output_format: FormatOption = "text",
 ) -> None:
     """Render manifests (validated) for one spec, a preset, or a fleet of specs."""
-    _run(_render, specs or [], preset, output, check, force, crd_dir, kube_version)
+    _run(_render, specs or [], preset, output, check, force, crd_dir, kube_version, output_format)
 
 
 def _render(
@@ -312,11 +332,14 @@ def _render(
     force: bool,
     crd_dir: list[Path] | None,
     kube_version: str | None,
+    output_format: str = "text",
 ) -> None:
     from llmdeploy import pipeline, render, write
 
     if check and output == "-":
         raise UsageError("--check needs -o DIR")
+    if _format(output_format) != "text" and not check:
+        raise UsageError(f"--format {output_format} is a format of `render --check` only")
     loaded = _load_specs(specs, preset)
     crds = _crd_registry(crd_dir)
     from llmdeploy.cli.regenerate import canonical
@@ -400,6 +423,11 @@ def _render(
     root = Path(output)
     if check:
         diff = write.diff_tree(root, files, executable)
+        if output_format != "text":
+            _check_report(output_format, root, files, executable, command, diff)
+            if diff:
+                raise typer.Exit(int(ExitCode.DRIFT))
+            return
         if diff:
             raise DriftError(f"{root} differs from what the spec renders; run: {command}", diff)
         _err(f"{root}: up to date ({len(files)} files)")
@@ -415,6 +443,34 @@ def _forced(res: Any) -> bool:
     """Whether a spec rendered only because of --force (it does not fit or misses the SLO)."""
     perf = res.performance
     return not res.sizing.fits or (perf is not None and perf.meets_slo is False)
+
+
+def _check_report(
+    output_format: str,
+    root: Path,
+    files: dict[str, str],
+    executable: set[str],
+    command: str,
+    diff: str,
+) -> None:
+    """``render --check --format json|markdown`` on stdout (the exit code says the same)."""
+    import json
+
+    from llmdeploy import write
+    from llmdeploy.cli import markdown_report
+
+    doc = {
+        "directory": str(root),
+        "up_to_date": not diff,
+        "files": len(files),
+        "drifted": write.drifted(root, files, executable),
+        "command": command,
+        "diff": diff,
+    }
+    if output_format == "json":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        sys.stdout.write(markdown_report.check(doc))
 
 
 # --- size -------------------------------------------------------------------------------------
@@ -487,6 +543,7 @@ def size(
         Optional[float],  # noqa: UP045
         typer.Option(min=0.001, help="Quick mode: peak request rate of an open (Poisson) loop."),
     ] = None,
+    output_format: FormatOption = "text",
 ) -> None:
     """Size GPU memory and model performance: weights, KV cache, concurrency, latency and
     throughput at the SLO load, cost, verdicts and suggestions.
@@ -509,7 +566,7 @@ def size(
         gpu_memory_utilization,
         engine,
         engine_version,
-        as_json,
+        (output_format, as_json),
         nodes,
         pp,
         (concurrency, input_tokens, output_tokens, ttft_ms, itl_ms, arrival, requests_per_second),
@@ -530,7 +587,7 @@ def _size(
     gpu_memory_utilization: float | None,
     engine: str,
     engine_version: str | None,
-    as_json: bool,
+    fmt: tuple[str, bool],
     nodes: int,
     pp: int | None,
     load: tuple[
@@ -544,6 +601,7 @@ def _size(
     from llmdeploy.sizing.requests import request_from_options
     from llmdeploy.sizing.suggest import size as size_with_suggestions
 
+    output_format = _format(*fmt)
     if model is not None:
         if specs or preset is not None:
             raise UsageError("quick mode (--model) takes no spec file or preset")
@@ -609,20 +667,27 @@ def _size(
                 "`slo` section"
             )
         if _is_fleet(specs):
-            _size_fleet(_load_specs(specs, preset), as_json)
+            if output_format == "markdown":
+                raise UsageError("--format markdown takes one spec (a fleet: --format json)")
+            _size_fleet(_load_specs(specs, preset), output_format == "json")
             return
         loaded = _load_specs(specs, preset)[0]
         sized = pipeline.size_loaded(loaded, performance=True)
         _print_warnings(sized.warnings)
         result, perf = sized.sizing, sized.performance
         batching = sized.batching
-    if as_json:
+    if output_format == "json":
         import json
 
         doc = size_report.document(result, perf)
         if batching is not None:
             doc["batch_limit_decided"] = batching
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif output_format == "markdown":
+        from llmdeploy.cli import markdown_report
+
+        label = model if model is not None else loaded.label
+        sys.stdout.write(markdown_report.size(label, size_report.document(result, perf)))
     else:
         from rich.console import Console
 
@@ -708,6 +773,7 @@ def plan(
         typer.Option("--write", help="Write the best configuration as a spec to this file."),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    output_format: FormatOption = "text",
 ) -> None:
     """Search instance type x TP x quantization (with the model's pre-quantized releases) x KV
     dtype x engine for configurations that fit and meet the spec's SLO with the replicas
@@ -716,7 +782,7 @@ def plan(
     Exit 0 when one meets the SLO, 8 when none does, 4 when none fits; for several specs, one
     row each and the worst of their exit codes.
     """
-    _run(_plan, specs or [], preset, engine, family, top, rank_by, write, as_json)
+    _run(_plan, specs or [], preset, engine, family, top, rank_by, write, (output_format, as_json))
 
 
 def _is_fleet(specs: Sequence[Path]) -> bool:
@@ -770,12 +836,13 @@ def _plan(
     top: int,
     rank_by: str,
     write: Path | None,
-    as_json: bool,
+    fmt: tuple[str, bool],
 ) -> None:
     from llmdeploy.cli import plan_report
     from llmdeploy.perf.search import SearchResult, search
     from llmdeploy.spec.edit import with_changes
 
+    output_format = _format(*fmt)
     if write is not None and (str(write) == "-" or write.is_dir()):
         raise UsageError(f"--write {write}: give a file to write the spec to")
     fleet = _is_fleet(specs)
@@ -799,14 +866,21 @@ def _plan(
             sp = plan_report.SpecPlan(ls.label, ls.spec.name, ls.spec.model.id, found, code)
             plans.append(sp)
     if fleet:
-        _plan_fleet(plans, top, as_json)
+        if output_format == "markdown":
+            raise UsageError("--format markdown takes one spec (a fleet: --format json)")
+        _plan_fleet(plans, top, output_format == "json")
         return
     loaded, result, code = loaded_all[0], plans[0].outcome, plans[0].exit_code
     assert isinstance(result, SearchResult)
-    if as_json:
+    if output_format == "json":
         import json
 
         sys.stdout.write(json.dumps(plan_report.to_json(result, top), indent=2) + "\n")
+    elif output_format == "markdown":
+        from llmdeploy.cli import markdown_report
+
+        doc = plan_report.to_json(result, top)
+        sys.stdout.write(markdown_report.plan(loaded.label, doc, None))
     else:
         from rich.console import Console
 
@@ -853,6 +927,47 @@ def _plan_fleet(plans: list[SpecPlan], top: int, as_json: bool) -> None:
     code = worst_exit_code(sp.exit_code for sp in plans)
     if code:
         raise typer.Exit(code)
+
+
+# --- report -----------------------------------------------------------------------------------
+
+
+@app.command()
+def report(
+    spec: Annotated[
+        Optional[Path],  # noqa: UP045
+        typer.Argument(help="Spec file to report on.", show_default=False),
+    ] = None,
+    preset: Annotated[Optional[str], typer.Option("--preset", "-p")] = None,  # noqa: UP045
+    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.")] = Path(
+        "report.html"
+    ),
+    top: Annotated[int, typer.Option(min=1, max=100, help="plan candidates to plot.")] = 20,
+) -> None:
+    """Write one self-contained HTML page with pictures: TTFT and ITL against concurrency with
+    the SLO, plan's candidates as cost against latency with the cheapest-per-latency front, and
+    the per-GPU memory breakdown."""
+    _run(_report, spec, preset, output, top)
+
+
+def _report(spec: Path | None, preset: str | None, output: Path, top: int) -> None:
+    from llmdeploy import pipeline
+    from llmdeploy.cli import html_report
+    from llmdeploy.perf.search import search
+
+    if str(output) == "-" or output.is_dir():
+        raise UsageError(f"-o {output}: give an HTML file to write")
+    loaded = _load_specs([spec] if spec is not None else [], preset)[0]
+    sized = pipeline.size_loaded(loaded, performance=True)
+    _print_warnings(sized.warnings)
+    perf = sized.performance
+    points: tuple[html_report.CurvePoint, ...] = ()
+    if perf is not None and perf.estimate is not None:
+        points = html_report.curve(sized.sizing, loaded, perf.concurrency_per_replica)
+    base_dir = loaded.path.parent if loaded.path is not None else None
+    costs = html_report.cost_points(search(loaded.spec, base_dir, None, None, top))
+    _atomic_write(output, html_report.page(loaded, sized.sizing, perf, points, costs))
+    _err(f"wrote {output}")
 
 
 # --- validate ---------------------------------------------------------------------------------
