@@ -16,7 +16,6 @@ from pydantic.alias_generators import to_camel
 from llmdeploy import versions
 from llmdeploy.catalog import ec2 as catalog
 from llmdeploy.catalog.ec2 import Instance
-from llmdeploy.engines.trtllm import extra
 from llmdeploy.engines.trtllm.build import capability, converter_for
 from llmdeploy.engines.trtllm.releases import TRITON_TO_TRTLLM, in_range, ships_trtllm_build
 from llmdeploy.engines.trtllm.spec import ENGINE_ONLY, PYTORCH_ONLY, TrtllmEngine
@@ -148,7 +147,12 @@ def _path_problems(engine: TrtllmEngine) -> list[Diagnostic]:
             if getattr(engine, name)
         ]
         return out
-    return extra.problems(engine) + [
+    own: list[Diagnostic] = []
+    if engine.extra_args or engine.env:  # imported only then: no start-up cost otherwise
+        from llmdeploy.engines.trtllm import extra
+
+        own = extra.problems(engine)
+    return own + [
         Diagnostic(
             f"`engine.{to_camel(name)}` only applies to backend engine (Triton + trtllm-build); "
             "backend pytorch builds no engine and is pinned by `engine.version`",

@@ -10,7 +10,6 @@ Backend engine (Triton) has no server command line to add to; both fields are re
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -57,6 +56,8 @@ RESERVED_ENV: Mapping[str, str] = MappingProxyType(
 
 
 def problems(engine: TrtllmEngine) -> list[Diagnostic]:
+    from difflib import get_close_matches  # only when there are options to check
+
     out: list[Diagnostic] = []
     version = engine.version or DEFAULT_TRTLLM_VERSION
     for index, word in enumerate(engine.extra_args):
@@ -70,7 +71,7 @@ def problems(engine: TrtllmEngine) -> list[Diagnostic]:
         reason = problem("trtllm-serve", flag, None, version)
         if reason is None or reason == "takes a value":
             continue
-        close = difflib.get_close_matches(flag, serve_flags(version), n=1, cutoff=0.7)
+        close = get_close_matches(flag, serve_flags(version), n=1, cutoff=0.7)
         out.append(
             Diagnostic(
                 f"`engine.extraArgs`: trtllm-serve of TensorRT-LLM {version}: {reason}",

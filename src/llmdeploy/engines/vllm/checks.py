@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from llmdeploy.catalog.ec2 import Instance
-from llmdeploy.engines.vllm import extra
 from llmdeploy.engines.vllm.budget import vllm_facts
 from llmdeploy.engines.vllm.distributed import Distributed, multinode_backend, ray_missing
 from llmdeploy.engines.vllm.options import server_args
@@ -42,7 +41,10 @@ def problems(spec: Spec, hardware: Sequence[Instance]) -> list[Diagnostic]:
         out.append(
             Diagnostic(f"`engine.version`: {exc.message}", field="engine.version", hint=hint)
         )
-    out.extend(extra.problems(engine))
+    if engine.extra_args or engine.env:  # imported only then: no start-up cost otherwise
+        from llmdeploy.engines.vllm import extra
+
+        out.extend(extra.problems(engine))
     if nodes != 1:
         out.extend(_multinode(spec, engine, hardware))
     # V1 (0.8.0 and later) always chunks prefill (shared/reference/vllm.md §1.2); the plan

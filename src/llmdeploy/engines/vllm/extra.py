@@ -12,7 +12,6 @@ field that sets it: two values for one option would leave the last one winning s
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 from collections.abc import Mapping
@@ -154,6 +153,8 @@ def _spelling(word: str) -> str | None:
 
 
 def problems(engine: VllmEngine) -> list[Diagnostic]:
+    from difflib import get_close_matches  # only when there are options to check
+
     out: list[Diagnostic] = []
     version = engine.version
     if parse_version(version) > parse_version(NEWEST_CHECKED_VERSION):
@@ -166,7 +167,7 @@ def problems(engine: VllmEngine) -> list[Diagnostic]:
         if flag in owned():
             out.append(owned_arg(flag, owned()[flag], index))
         elif not known(flag, version):
-            close = difflib.get_close_matches(flag, sorted(options(version)), n=1, cutoff=0.7)
+            close = get_close_matches(flag, sorted(options(version)), n=1, cutoff=0.7)
             out.append(
                 Diagnostic(
                     f"`engine.extraArgs`: {flag} is not an option of vLLM {version}'s server",
