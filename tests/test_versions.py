@@ -135,3 +135,22 @@ def test_render_refuses_a_vllm_release_that_was_never_checked(tmp_path: Path) ->
 )
 def test_a_half_open_range_is_said_as_it_is(since: str, until: str, said: str) -> None:
     assert versions.span(since, until) == said
+
+
+def test_quick_mode_refuses_a_vllm_release_that_was_never_checked() -> None:
+    result = CliRunner().invoke(
+        cli.app,
+        [
+            "size",
+            "--model",
+            "llama-3.1-8b",
+            "--instance",
+            "g6e.2xlarge",
+            "--engine-version",
+            "0.99.0",
+        ],
+    )
+    assert result.exit_code == ExitCode.SPEC
+    assert "vLLM 0.99.0 is newer than 0.33.0, the newest release whose parser llmdeploy" in (
+        result.stderr
+    )

@@ -68,7 +68,12 @@ class Vllm:
         max_model_len: int,
     ) -> MemoryBudget:
         from llmdeploy.engines.vllm.budget import vllm_budget
+        from llmdeploy.engines.vllm.flags import command_for
+        from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
 
+        # a release llmdeploy never checked is refused here too, for quick mode's
+        # --engine-version (a spec's is refused before sizing, at its line)
+        command_for(req.engine_version or DEFAULT_VLLM_VERSION)
         return vllm_budget(req, arch, quant, total_gib, max_model_len)
 
     def pipeline_split(self, version: str | None, num_layers: int, pp: int) -> tuple[int, ...]:
