@@ -68,8 +68,7 @@ class Vllm:
         max_model_len: int,
     ) -> MemoryBudget:
         from llmdeploy.engines.vllm.budget import vllm_budget
-        from llmdeploy.engines.vllm.flags import command_for
-        from llmdeploy.engines.vllm.spec import DEFAULT_VLLM_VERSION
+        from llmdeploy.engines.vllm.flags import DEFAULT_VLLM_VERSION, command_for
 
         # a release llmdeploy never checked is refused here too, for quick mode's
         # --engine-version (a spec's is refused before sizing, at its line)
