@@ -43,10 +43,15 @@ def test_size_markdown_says_what_size_json_says() -> None:
     assert lines[0] == f"### llmdeploy size `preset {PRESET}`: FITS, MEETS THE SLO"
     assert f"| TTFT | {perf['ttft_ms']['p99']:.0f} ms | 500 ms | met |" in lines
     assert f"| ITL | {perf['itl_ms']['p99']:.1f} ms | 50 ms | met |" in lines
-    assert "- replicas: 4 needed (3 for memory, 4 for latency)" in lines
+    r = perf["replicas"]
+    assert (
+        f"- replicas: {r['needed']} needed ({r['for_memory']} for memory, "
+        f"{r['for_latency']} for latency)"
+    ) in lines
     cost = perf["cost"]["on_demand"]
     assert (
-        f"- on-demand: ${cost['usd_per_hour_at_peak']:.2f}/h at the peak (2 nodes), "
+        f"- on-demand: ${cost['usd_per_hour_at_peak']:.2f}/h at the peak "
+        f"({cost['nodes_at_peak']} nodes), "
         f"${cost['usd_per_1m_output_tokens']:.2f}/1M output tokens [2026-01-21]"
     ) in lines
     # --json is --format json
