@@ -107,8 +107,10 @@ def spec_text(
     return SPEC.format(name=name, namespace=namespace, monitor=monitor, netpol=str(netpol).lower())
 
 
-def run(*args: str) -> Result:
-    result = CliRunner().invoke(cli.app, list(args))
+def run(*args: str, columns: int | None = None) -> Result:
+    """``llmdeploy ARGS`` (at ``columns`` terminal columns when given), never a traceback."""
+    env = {"COLUMNS": str(columns)} if columns is not None else None
+    result = CliRunner().invoke(cli.app, list(args), env=env)
     exc = result.exception
     assert exc is None or isinstance(exc, SystemExit), (
         f"llmdeploy {shlex.join(args)} raised {type(exc).__name__}: {exc}\n{result.stderr}"
@@ -117,14 +119,14 @@ def run(*args: str) -> Result:
     return result
 
 
-def ok(*args: str) -> Result:
-    result = run(*args)
+def ok(*args: str, columns: int | None = None) -> Result:
+    result = run(*args, columns=columns)
     assert result.exit_code == 0, f"exit {result.exit_code}\n{result.stderr}"
     return result
 
 
-def fails(code: int, *args: str) -> Result:
-    result = run(*args)
+def fails(code: int, *args: str, columns: int | None = None) -> Result:
+    result = run(*args, columns=columns)
     assert result.exit_code == code, f"exit {result.exit_code}, want {code}\n{result.stderr}"
     return result
 

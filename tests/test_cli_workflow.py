@@ -10,40 +10,29 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from llmdeploy.cli import commands as cli
+import test_cli
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def run(*args: str) -> Result:
     """``llmdeploy ARGS`` at the docs' terminal width (100 columns)."""
-    result = CliRunner().invoke(cli.app, list(args), env={"COLUMNS": "100"})
-    exc = result.exception
-    assert exc is None or isinstance(exc, SystemExit), (
-        f"llmdeploy {shlex.join(args)} raised {type(exc).__name__}: {exc}\n{result.stderr}"
-    )
-    assert "Traceback" not in result.stderr
-    return result
+    return test_cli.run(*args, columns=100)
 
 
 def ok(*args: str) -> Result:
-    result = run(*args)
-    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.stderr}"
-    return result
+    return test_cli.ok(*args, columns=100)
 
 
 def fails(code: int, *args: str) -> Result:
-    result = run(*args)
-    assert result.exit_code == code, f"exit {result.exit_code}, want {code}\n{result.stderr}"
-    return result
+    return test_cli.fails(code, *args, columns=100)
 
 
 def tree(root: Path) -> dict[str, bytes]:

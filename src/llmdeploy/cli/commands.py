@@ -642,22 +642,12 @@ def _size(
             slo_requests_per_s=rps,
         )
         result = size_with_suggestions(req)
-        batching = None
-        if result.fits and req.max_num_seqs is None:
-            # the batch limit is decided from the sized KV cache, as for a spec
-            from llmdeploy.engines import registry
-            from llmdeploy.sizing.batching import kv_sequences, sequences_limit
+        # the batch limit is decided from the sized KV cache, as for a spec
+        from llmdeploy.engines import registry
+        from llmdeploy.sizing.batching import with_raised_limit
 
-            cap = registry.get(engine).max_sequences_cap
-            n = sequences_limit(result, floor=8, cap=cap)
-            if n > result.max_num_seqs:  # the default would leave KV cache unusable
-                default = result.max_num_seqs
-                result = size_with_suggestions(dataclasses.replace(req, max_num_seqs=n))
-                batching = (
-                    f"max {n} sequences per replica, not the default {default}: the KV cache "
-                    f"holds {kv_sequences(result)} of {req.slo_input_tokens}+"
-                    f"{req.slo_output_tokens} tokens (at most {cap})"
-                )
+        cap = registry.get(engine).max_sequences_cap
+        result, batching = with_raised_limit(result, size_with_suggestions, cap=cap)
         perf = pipeline.performance_of(None, result, ttft_ms=ttft_ms, itl_ms=itl_ms)
     else:
         if any(x is not None for x in load):

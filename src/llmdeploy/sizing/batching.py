@@ -14,11 +14,13 @@ least ``floor`` and at most ``cap`` (the engine's own figures, from its plug-in)
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Callable
 
-from llmdeploy.sizing.types import Sizing
+from llmdeploy.sizing.types import Sizing, SizingRequest
 
-__all__ = ["kv_sequences", "sequences_limit"]
+__all__ = ["kv_sequences", "raised_limit", "sequences_limit", "with_raised_limit"]
 
 
 def kv_sequences(sizing: Sizing) -> int:
@@ -33,3 +35,33 @@ def sequences_limit(sizing: Sizing, *, floor: int, cap: int) -> int:
     up to a multiple of 8, within ``[floor, cap]``."""
     n = 8 * math.ceil(max(1, kv_sequences(sizing)) / 8)
     return max(floor, min(cap, n))
+
+
+def raised_limit(sizing: Sizing, *, cap: int) -> int | None:
+    """The limit an engine that admits on KV space (vLLM) gets where its own default
+    (``sizing.max_num_seqs``) is below what the cache holds; None where the default covers
+    the cache (a limit above it buys nothing)."""
+    n = sequences_limit(sizing, floor=8, cap=cap)
+    return n if n > sizing.max_num_seqs else None
+
+
+def with_raised_limit(
+    sizing: Sizing, resize: Callable[[SizingRequest], Sizing], *, cap: int
+) -> tuple[Sizing, str | None]:
+    """Quick mode (``size --model``, no spec): ``sizing`` sized again with the raised limit
+    where the request leaves the limit out and the default would leave cache unusable, and a
+    line saying so (None: nothing decided)."""
+    req = sizing.request
+    if not sizing.fits or req.max_num_seqs is not None:
+        return sizing, None
+    n = raised_limit(sizing, cap=cap)
+    if n is None:
+        return sizing, None
+    default = sizing.max_num_seqs
+    resized = resize(dataclasses.replace(req, max_num_seqs=n))
+    why = (
+        f"max {n} sequences per replica, not the default {default}: the KV cache holds "
+        f"{kv_sequences(resized)} of {req.slo_input_tokens}+{req.slo_output_tokens} tokens "
+        f"(at most {cap})"
+    )
+    return resized, why

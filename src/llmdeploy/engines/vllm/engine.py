@@ -82,7 +82,7 @@ class Vllm:
         return stage_layers(version or DEFAULT_VLLM_VERSION, num_layers, pp)
 
     def decide_batching(self, spec: Spec, sizing: Sizing) -> tuple[Spec, str | None]:
-        from llmdeploy.sizing.batching import kv_sequences, sequences_limit
+        from llmdeploy.sizing.batching import kv_sequences, raised_limit
 
         if spec.serving.max_num_seqs is not None or not sizing.fits:
             return spec, None
@@ -90,8 +90,8 @@ class Vllm:
         # when decode growth overflows the cache, so a default above what the cache holds
         # costs nothing; one below it (256 on GPUs under 70 GiB) leaves the rest unusable and
         # is raised to what the cache holds at the SLO's lengths
-        n = sequences_limit(sizing, floor=8, cap=self.max_sequences_cap)
-        if n <= sizing.max_num_seqs:
+        n = raised_limit(sizing, cap=self.max_sequences_cap)
+        if n is None:
             return spec, None
         serving = spec.serving.model_copy(update={"max_num_seqs": n})
         why = (
