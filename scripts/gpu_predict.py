@@ -4,7 +4,8 @@
 Usage: python scripts/gpu_predict.py PLAN.yaml OUT.json
 
 PLAN: ``version`` (the vLLM release the toolkit serves), ``models`` (key -> ``config``: a
-config.json path, optional ``quantization``/``kv``) and ``sweeps`` ("ISL/OSL/MODE/NREQ" as
+config.json path, optional ``quantization``/``kv``/``max_model_len``, and ``serve_args``: the
+extra vLLM arguments the lease passes, which must say the same) and ``sweeps`` ("ISL/OSL/MODE/NREQ" as
 ../shared/gpu/serve-sweep.sh takes them: closed:C | stagger:C | poisson:R). Each model is sized
 by llmdeploy on one H200 (p5en.48xlarge, TP 1, max-model-len 8192, gpu-memory-utilization
 0.92, as the toolkit serves it) and each sweep is predicted by the performance model of the
@@ -36,7 +37,9 @@ def workload(sweep: str) -> Any:
     return workloads.from_loadgen(sweep)
 
 
-def predict(config: Path, sweeps: list[str], version: str, quant: str, kv: str) -> list[Any]:
+def predict(
+    config: Path, sweeps: list[str], version: str, quant: str, kv: str, max_model_len: int = 8192
+) -> list[Any]:
     req = request_from_options(
         str(config),
         instance="p5en.48xlarge",
@@ -47,7 +50,7 @@ def predict(config: Path, sweeps: list[str], version: str, quant: str, kv: str) 
         expert_parallel=False,
         quantization=quant,
         kv_cache_dtype=kv,
-        max_model_len=8192,
+        max_model_len=max_model_len,
         gpu_memory_utilization=0.92,
         engine="vllm",
         engine_version=version,
@@ -97,6 +100,7 @@ def main(argv: list[str]) -> int:
             str(plan["version"]),
             str(m.get("quantization", "none")),
             str(m.get("kv", "auto")),
+            int(m.get("max_model_len", 8192)),
         )
     Path(argv[1]).write_text(json.dumps(out, indent=1) + "\n")
     return 0
