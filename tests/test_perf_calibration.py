@@ -102,7 +102,9 @@ def test_fitted_parameters_are_the_shipped_constants() -> None:
 
 # KV-cache tokens per replica the constants were fitted with: llmdeploy's sizing of each
 # H100 row (TensorRT-LLM 0.17 with the 0.95 fraction its overview states), and the overrides
-# of scripts/perf_sizing.py (KV_OVERRIDES) for the two rows sizing cannot have been what ran
+# of scripts/perf_sizing.py (KV_OVERRIDES) for the two rows sizing cannot have been what ran.
+# Two vLLM rows moved by 0.1 % or less when the weights became allocator blocks (issue 26,
+# sizing/allocator.py); the constants were not refitted for that
 FITTED_KV = {
     "trt017-llama31-8b-": 1075616,
     "trt017-llama31-70b-h100-tp1-": 56352,
@@ -113,13 +115,13 @@ FITTED_KV = {
     "trt017-mixtral-8x22b-": 4201824,
     "trt014-online-llama31-70b-": 488736,
     "trt014-online-llama31-8b-": 461568,
-    "gs-vllm0110-qwen3-8b-": 365888,
+    "gs-vllm0110-qwen3-8b-": 365872,  # 365888 when fitted: allocator blocks (issue 26)
     "gs-vllm0110-qwen3-32b-": 40960,
     "gs-trtllm120rc1-qwen3-8b-": 409088,
     "gs-trtllm120rc1-qwen3-32b-h100-": 58976,
     "gs-trtllm120rc1-qwen3-32b-fp8-": 166112,
     "gs-vllm0102-gptoss120b-h100-tp1-": 109226,
-    "gs-vllm0102-gptoss120b-h100-tp2-": 1279278,
+    "gs-vllm0102-gptoss120b-h100-tp2-": 1278054,  # 1279278 when fitted (issue 26)
     "gs-vllm0102-gptoss120b-h100-tp4-": 4140719,
     "gs-trtllm100-gptoss120b-": 155552,
     "h200-vllm0240-m8b-": 919824,  # the start-up log's figure

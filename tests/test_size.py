@@ -69,11 +69,6 @@ KNOWN: dict[str, tuple[str, str]] = {
         "kv",
         "inferred version (0.11.x) and a 1.71 GiB pool: +0.11 GiB is +6 %",
     ),
-    "h200-vllm0240-qawq-gmu092-len8192": (
-        "weights",
-        "AWQ on Machete: its 16-bit zero points are modelled (5.20 -> 5.27 GiB); the other "
-        "0.11 GiB (about one more 16-bit value per group and output channel) is not explained",
-    ),
     "issue21348-qwen3-235b-a22b-fp8-h100-tp4-lmcache": (
         "tokens",
         "the logged tokens are 1.1 % below the logged KV GiB / 48,128 B (LMCache connector "

@@ -11,7 +11,7 @@ from llmdeploy.catalog.architecture import CheckpointQuant
 from llmdeploy.catalog.models import load_architecture
 from llmdeploy.catalog.quant import quant_from_config
 from llmdeploy.engines.vllm import facts as vf
-from llmdeploy.sizing import calculator, requests
+from llmdeploy.sizing import allocator, calculator, requests
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.types import SizingRequest
 
@@ -148,7 +148,70 @@ def test_awq_zero_points_are_16_bit_on_machete_from_vllm_0_24_on_hopper() -> Non
     new = calculator.compute(dataclasses.replace(h200, engine_version="0.24.0"))
     extra = linear * 1.5 / 128 / mem.GIB
     assert new.weights_gib_per_gpu - old.weights_gib_per_gpu == pytest.approx(extra, abs=2e-4)
-    assert new.weights_gib_per_gpu == pytest.approx(5.27, abs=0.005)
+    # 5.27 GiB of tensors, 5.35 as the allocator counts them (the next test)
+    assert new.weights_gib_per_gpu == pytest.approx(5.347, abs=0.001)
+
+
+MIB = 1 << 20
+
+
+def test_large_weight_tensors_count_whole_allocator_blocks_while_vllm_loads() -> None:
+    """vLLM's "Model loading took" is ``torch.cuda.memory_allocated`` after minus before the
+    load (vLLM 0.24.0 vllm/utils/mem_utils.py ``DeviceMemoryProfiler``, platforms/cuda.py
+    ``get_current_memory_usage``), which sums the caching allocator's blocks. A tensor of
+    10 MiB or more gets a segment of its own rounded up to 2 MiB (c10/cuda/
+    CUDACachingAllocator.cpp ``get_allocation_size``), and ``should_split`` (``size <
+    max_split_size() && remaining > kSmallSize``) keeps it whole when 1 MiB or less is left,
+    and always from 20 MiB on once vLLM loads under ``max_split_size_mb:20``: from 0.21.0
+    ``Worker.load_model`` (v1/worker/gpu_worker.py ``_scoped_allocator_max_split``,
+    vllm-project/vllm#41268; not in 0.20.2)."""
+    split = vf.load_max_split_bytes("0.24.0")
+    assert split == 20 * MIB == vf.load_max_split_bytes("0.21.0")
+    assert vf.load_max_split_bytes("0.20.2") == allocator.NO_MAX_SPLIT == 2**64 - 1
+    block = allocator.load_block_bytes
+    for limit in (split, allocator.NO_MAX_SPLIT):
+        assert block(9.5 * MIB, limit) == 9.5 * MIB  # shares a 20 MiB segment: not modelled
+        assert block(231 * MIB, limit) == 232 * MIB  # 1 MiB left: kept whole
+        assert block(15.5 * MIB, limit) == 16 * MIB
+        assert block(14.5 * MIB, limit) == 14.5 * MIB  # 1.5 MiB left: split off, reusable
+        assert block(32 * MIB, limit) == 32 * MIB
+    assert block(64.75 * MIB, split) == 66 * MIB  # >= max_split: never split
+    assert block(64.75 * MIB, allocator.NO_MAX_SPLIT) == 64.75 * MIB
+
+    def loaded(a: Any, quant: Any, tp: int = 1, **kw: Any) -> float:
+        sharding = mem.Sharding(tp=tp, **kw)
+        return sum(mem.weight_breakdown(a, quant, tp, sharding=sharding).values())
+
+    # Qwen2.5-7B-Instruct-AWQ geometry on the H200, vLLM 0.24.0 (logged 5.38 GiB): the int4
+    # qweight of gate/up is 3584 x 37888 / 2 B = 64.75 MiB (a 66 MiB block), of down
+    # 18944 x 3584 / 2 B = 32.375 MiB (34 MiB); the 16-bit embedding and lm_head
+    # 152064 x 3584 x 2 B = 1039.5 MiB each (1040 MiB); q/k/v (7.875 MiB), o, the scales and
+    # zero points are below 10 MiB
+    q = quant_from_config({"quant_method": "awq", "bits": 4, "group_size": 128}, "c", 28)
+    arch = dataclasses.replace(load_architecture("qwen2.5-7b"), quantization=q)
+    tensors = loaded(arch, q, group_zero_bytes=2.0)
+    blocks = loaded(arch, q, group_zero_bytes=2.0, load_max_split=split)
+    assert blocks - tensors == (28 * (1.25 + 1.625) + 2 * 0.5) * MIB  # 81.5 MiB
+    h200 = dataclasses.replace(requests.request_from_options("qwen2.5-7b", gpu="h200"),
+                               architecture=arch, max_model_len=8192)  # fmt: skip
+    got = calculator.compute(dataclasses.replace(h200, engine_version="0.24.0"))
+    assert got.weights_gib_per_gpu == pytest.approx(blocks / mem.GIB, abs=1e-4)
+    assert got.weights_gib_per_gpu == pytest.approx(5.38, rel=0.01)  # -0.6 %: within 1 %
+    # vLLM 0.19.0, torch's default: Qwen2.5-72B-Instruct at TP 2 logged 67.80 GiB
+    # (llmd-v0190-qwen25-72b-h100-tp2): its down projection, 14784 x 8192 x 2 B = 231 MiB a
+    # rank, holds 232 in each of 80 layers; everything else is a whole multiple of 2 MiB
+    q72 = load_architecture("qwen2.5-72b")
+    default = allocator.NO_MAX_SPLIT
+    assert loaded(q72, None, 2, load_max_split=default) - loaded(q72, None, 2) == 80 * MIB
+    h100 = requests.request_from_options("qwen2.5-72b", gpu="h100", tp=2)
+    v019 = calculator.compute(dataclasses.replace(h100, engine_version="0.19.0"))
+    assert v019.weights_gib_per_gpu == pytest.approx(67.80, abs=0.005)
+    # the 16-bit H200 geometries of 0.24.0 move by their odd-sized tables only: Llama-3.1-8B's
+    # tensors are whole multiples of 2 MiB; Qwen3-32B's two 151936 x 5120 x 2 B = 1483.75 MiB
+    # vocab tables count 1484 MiB each
+    for model, more in (("llama-3.1-8b", 0.0), ("qwen3-32b", 0.5 * MIB)):
+        a16 = load_architecture(model)
+        assert loaded(a16, None, load_max_split=split) - loaded(a16, None) == more, model
 
 
 # --- item 3: Gemma 4 batches one multimodal item whole -----------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from llmdeploy.catalog.architecture import (
@@ -20,6 +21,7 @@ from llmdeploy.catalog.architecture import (
     shared_gate_params,
     ssm_params,
 )
+from llmdeploy.sizing.allocator import load_block_bytes
 
 GIB = 1 << 30
 DTYPE_BYTES = 2  # vLLM dtype "auto" runs fp32 checkpoints in 16-bit too (vllm.md §3)
@@ -87,7 +89,10 @@ class Sharding:
     MXFP4 MoE kernel pads to; ``parallel_embedding``: False for TensorRT-LLM's replicated
     input embedding; ``encoder_tp``: ranks the vision tower is split over (1: replicated);
     ``group_zero_bytes``: bytes per (group x output channel) zero point that the dense linear
-    kernel keeps where it unpacks the checkpoint's packed zero points (None: as stored)."""
+    kernel keeps where it unpacks the checkpoint's packed zero points (None: as stored);
+    ``load_max_split``: the caching allocator's ``max_split_size`` in bytes while the engine
+    loads the weights, which makes the large weight tensors count as whole blocks
+    (``allocator.load_block_bytes``; 0: counted as their size)."""
 
     tp: int = 1
     moe: int = 0
@@ -96,10 +101,15 @@ class Sharding:
     parallel_embedding: bool = True
     encoder_tp: int = 0
     group_zero_bytes: float | None = None
+    load_max_split: int = 0
 
     @property
     def moe_ranks(self) -> int:
         return self.moe or self.tp
+
+    def block(self, nbytes: float) -> float:
+        """Bytes one weight tensor of ``nbytes`` counts for once loaded."""
+        return load_block_bytes(nbytes, self.load_max_split) if self.load_max_split else nbytes
 
     def dense_quant(self, q: CheckpointQuant | None) -> CheckpointQuant | None:
         """The scheme as the dense (non-expert) linear layers hold it on the GPU."""
@@ -110,24 +120,47 @@ class Sharding:
         return dataclasses.replace(q, bytes_per_weight=q.bytes_per_weight + extra)
 
 
+Block = Callable[[float], float]  # bytes of one tensor -> bytes it counts for once loaded
+
+
+def _as_stored(nbytes: float) -> float:
+    return nbytes
+
+
 def _linear(
-    inp: float, out: float, q: CheckpointQuant | None, share: float = 1.0, dt: int = 2
+    inp: float,
+    out: float,
+    q: CheckpointQuant | None,
+    share: float = 1.0,
+    dt: int = 2,
+    block: Block = _as_stored,
 ) -> float:
-    """Bytes of an ``inp x out`` weight of which ``share`` is stored quantized."""
+    """Bytes of an ``inp x out`` weight of which ``share`` is stored quantized. ``block``
+    counts the weight tensor (16-bit, or the quantized payload without its scales and zeros)
+    as the allocator holds it; a layer that is partly 16-bit is counted as stored."""
     full = inp * out * dt
     if q is None or share <= 0:
-        return full
+        return block(full)
     packed = inp * out * q.bytes_per_weight + out * q.per_channel_scale_bytes
     packed += inp * q.per_input_bytes
+    if share >= 1:
+        payload = inp * out * q.weight_bits / 8
+        return packed + block(payload) - payload
     return share * packed + (1 - share) * full
 
 
 def _mlp_bytes(
-    inp: float, width: float, q: CheckpointQuant | None, share: float, dt: int, gated: bool
+    inp: float,
+    width: float,
+    q: CheckpointQuant | None,
+    share: float,
+    dt: int,
+    gated: bool,
+    block: Block = _as_stored,
 ) -> float:
     """An MLP slice: the (merged gate and) up projection, then down."""
-    return _linear(inp, (2 if gated else 1) * width, q, share, dt) + _linear(
-        width, inp, q, share, dt
+    return _linear(inp, (2 if gated else 1) * width, q, share, dt, block) + _linear(
+        width, inp, q, share, dt, block
     )
 
 
@@ -139,28 +172,36 @@ def _per_element(q: CheckpointQuant | None, share: float, dt: int) -> float:
 
 
 def _attention_bytes(
-    a: Architecture, shape: LayerShape, q: CheckpointQuant | None, share: float, tp: int, dt: int
+    a: Architecture,
+    shape: LayerShape,
+    q: CheckpointQuant | None,
+    share: float,
+    tp: int,
+    dt: int,
+    block: Block = _as_stored,
 ) -> float:
     h, heads = a.hidden_size, shape.q_heads
     attn = 0.0
+
+    def linear(inp: float, out: float) -> float:
+        return _linear(inp, out, q, share, dt, block)
+
     if a.is_mla:
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
         if a.q_lora_rank:  # q_a (replicated) + q_b (column-parallel)
-            attn += _linear(h, a.q_lora_rank, q, share, dt)
-            attn += _linear(a.q_lora_rank, heads * qk / tp, q, share, dt)
+            attn += linear(h, a.q_lora_rank)
+            attn += linear(a.q_lora_rank, heads * qk / tp)
         else:
-            attn += _linear(h, heads * qk / tp, q, share, dt)
-        attn += _linear(h, a.kv_lora_rank + a.qk_rope_head_dim, q, share, dt)  # replicated
-        attn += _linear(
-            a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim) / tp, q, share, dt
-        )
-        attn += _linear(heads * a.v_head_dim / tp, h, q, share, dt)
+            attn += linear(h, heads * qk / tp)
+        attn += linear(h, a.kv_lora_rank + a.qk_rope_head_dim)  # replicated
+        attn += linear(a.kv_lora_rank, heads * (a.qk_nope_head_dim + a.v_head_dim) / tp)
+        attn += linear(heads * a.v_head_dim / tp, h)
         return attn + (a.q_lora_rank + a.kv_lora_rank) * dt
     kv_per_gpu = max(1, shape.kv_heads // tp)  # replicated when kv_heads < tp
     o_dim = heads * shape.head_dim / tp
     q_dim = o_dim * (2 if a.model_type == "qwen3_next" else 1)  # Qwen3-Next output gate
     kv_dim = kv_per_gpu * shape.head_dim
-    attn += _linear(h, q_dim + 2 * kv_dim, q, share, dt) + _linear(o_dim, h, q, share, dt)
+    attn += linear(h, q_dim + 2 * kv_dim) + linear(o_dim, h)
     if a.qkv_bias:
         attn += (q_dim + 2 * kv_dim) * dt
     if a.o_bias:
@@ -185,6 +226,11 @@ def _expert_bytes(a: Architecture, q: CheckpointQuant | None, s: Sharding, dt: i
     if q is not None and q.method == "mxfp4" and share:
         im, hh = round_up(math.ceil(im), s.mxfp4_align[0]), round_up(h, s.mxfp4_align[1])
     total = experts * _mlp_bytes(hh, im, q, share, dt, a.gated_mlp)
+    if share in (0.0, 1.0):  # w13 and w2 each one tensor over the local experts (fused MoE)
+        per = q.weight_bits / 8 if q is not None and share else dt
+        for rows in ((2 if a.gated_mlp else 1) * im, im):
+            stacked = experts * rows * hh * per
+            total += s.block(stacked) - stacked
     if a.expert_bias:
         total += experts * (2 * im + hh) * dt
     return total
@@ -220,11 +266,11 @@ def weight_breakdown(
     attention = mlp = ssm = 0.0
     for shape, n in counts.items():
         if shape.attention:
-            attention += n * _attention_bytes(a, shape, q, attn_share, tp, dt)
+            attention += n * _attention_bytes(a, shape, q, attn_share, tp, dt, s.block)
         elif shape.mixer == "mamba":
             ssm += n * ssm_params(a) * _per_element(q, attn_share, dt) / tp
         if shape.mlp_width:
-            mlp += n * _mlp_bytes(h, shape.mlp_width / tp, q, mlp_share, dt, a.gated_mlp)
+            mlp += n * _mlp_bytes(h, shape.mlp_width / tp, q, mlp_share, dt, a.gated_mlp, s.block)
     out["attention"] = attention
     if ssm:
         out["state_space"] = ssm
@@ -232,7 +278,7 @@ def weight_breakdown(
     if moe_layers:
         experts = _expert_bytes(a, routed_q, s, dt)
         width = a.shared_expert_intermediate_size / tp
-        shared = _mlp_bytes(h, width, q, mlp_share, dt, a.gated_mlp) if width else 0.0
+        shared = _mlp_bytes(h, width, q, mlp_share, dt, a.gated_mlp, s.block) if width else 0.0
         router = (h * a.num_experts + (a.num_experts if a.expert_bias else 0)) * dt
         router += shared_gate_params(a) * dt
         out["experts"] = experts * moe_layers
@@ -243,12 +289,12 @@ def weight_breakdown(
     emb_shard = tp if s.parallel_embedding else 1
     tied = a.tie_word_embeddings
     if first_stage or (tied and last_stage):
-        out["embedding"] = vocab * h * dt / emb_shard
+        out["embedding"] = s.block(vocab * h * dt / emb_shard)
     if a.per_layer_embedding and first_stage:  # VocabParallelEmbedding, vocab padded to 64
         rows = a.per_layer_embedding // a.vocab_size
-        out["per_layer_embedding"] = round_up(a.vocab_size, 64) * rows * dt / emb_shard
+        out["per_layer_embedding"] = s.block(round_up(a.vocab_size, 64) * rows * dt / emb_shard)
     if last_stage and not tied:
-        out["lm_head"] = _linear(h, vocab / tp, q, frac("lm_head"), dt)
+        out["lm_head"] = _linear(h, vocab / tp, q, frac("lm_head"), dt, s.block)
     final_norm = 1 if last_stage else 0
     out["norms"] = (a.norms_per_layer * a.num_layers + final_norm) * h * dt + a.extra_params * dt
     for enc in a.encoders:

@@ -143,6 +143,7 @@ def vllm_budget(
         mxfp4_align=align,
         encoder_tp=mm.encoder_tp,
         group_zero_bytes=zeros,
+        load_max_split=vf.load_max_split_bytes(version),
     )
     stage = {"first_stage": req.first_stage, "last_stage": req.last_stage}
     parts = mem.weight_breakdown(loaded, quant, tp, dt=dt, sharding=sharding, **stage)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
 from llmdeploy.engines.vllm.flags import Version, parse_version
+from llmdeploy.sizing.allocator import NO_MAX_SPLIT
 
 __all__ = ["parse_version"]
 
@@ -236,6 +237,23 @@ def group_zero_bytes(version: str, cc_major: int, q: CheckpointQuant | None) -> 
     if parse_version(version) < (0, 24, 0) or cc_major != 9 or q.group_size not in (64, 128):
         return None
     return 2.0
+
+
+LOAD_MAX_SPLIT_BYTES = 20 << 20  # "20 MiB is the minimum PyTorch allows for max_split_size_mb"
+
+
+def load_max_split_bytes(version: str) -> int:
+    """The caching allocator's ``max_split_size`` while vLLM loads the weights, which decides
+    how the weights are counted in "Model loading took" (sizing/allocator.py).
+
+    From 0.21.0 ``Worker.load_model`` (v1/worker/gpu_worker.py) runs the load, both model
+    runners, inside ``_scoped_allocator_max_split(max_split_size_mb=20)`` (added by
+    vllm-project/vllm#41268 against start-up fragmentation), so no block of 20 MiB or more is
+    split. Read in the 0.21.0, 0.22.1, 0.23.0 and 0.24.0 wheels; 0.20.2 has no such scope and
+    loads under torch's default, no limit."""
+    if parse_version(version) >= (0, 21, 0):
+        return LOAD_MAX_SPLIT_BYTES
+    return NO_MAX_SPLIT
 
 
 def mamba_mode(arch: Architecture, prefix_caching: bool) -> str:
