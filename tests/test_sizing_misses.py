@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
+from ruamel.yaml import YAML
 
 from llmdeploy.catalog.architecture import CheckpointQuant
 from llmdeploy.catalog.models import load_architecture
 from llmdeploy.catalog.quant import quant_from_config
 from llmdeploy.engines.vllm import facts as vf
 from llmdeploy.sizing import allocator, calculator, requests
+from llmdeploy.sizing import kv as kvm
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.types import SizingRequest
+
+CALIBRATION = Path(__file__).parent / "data" / "calibration" / "vllm-startup.yaml"
+REPORT_CASES: list[dict[str, Any]] = YAML(typ="safe", pure=True).load(CALIBRATION.read_text())
 
 
 def _req(model: str, **kw: Any) -> SizingRequest:
@@ -212,6 +218,44 @@ def test_large_weight_tensors_count_whole_allocator_blocks_while_vllm_loads() ->
     for model, more in (("llama-3.1-8b", 0.0), ("qwen3-32b", 0.5 * MIB)):
         a16 = load_architecture(model)
         assert loaded(a16, None, load_max_split=split) - loaded(a16, None) == more, model
+
+
+def test_gemma3_sliding_pages_follow_vllm_0_24_grouping() -> None:
+    """vLLM 0.24.0 v1/core/kv_cache_utils.py for Gemma 3 27B (62 layers: every sixth full,
+    HF Gemma3TextConfig ``layer_types``; window 1024). Its 16 KV heads x 128 make every page
+    the same size, so ``unify_kv_cache_spec_page_size`` changes nothing.
+    ``_get_kv_cache_groups_uniform_page_size``: the group size is the smallest count, 10 full
+    layers (52 sliding is not below 1.5 x 10), the 52 sliding layers fill cdiv(52, 10) = 6
+    groups (8 padding layers); ``get_kv_cache_config_from_groups`` / ``get_num_blocks``: blocks
+    = available // page // 10. ``get_max_concurrency_for_kv_cache_config``: a request needs
+    the pages of every group, full cdiv(L, 16), sliding cdiv(min(1023 + T, L), 16) + 1
+    (kv_cache_interface.py ``SlidingWindowSpec.max_admission_blocks_per_request``), and from
+    0.20.2 the "GPU KV cache size" is int(concurrency x L) (``get_kv_cache_capacity``)."""
+    arch = load_architecture("gemma-3-27b")
+    assert arch.layer_attention.count("full") == 10 and arch.sliding_window == 1024
+    layout = kvm.kv_layout(arch, 1, 2, kvm.KvPolicy(16, vf.group_ratio("0.24.0")))
+    assert layout.groups == ("sliding",) * 6 + ("full",)
+    assert layout.page_bytes_per_layer == 16 * 2 * 16 * 128 * 2 and layout.group_size == 10
+    assert layout.block_bytes == 10 * 131072
+    # an A100 80GB batches 2048 tokens by default; max_model_len 32768
+    pages = 32768 // 16 + 6 * (-(-(1023 + 2048) // 16) + 1)
+    assert kvm.pages_per_request(arch, layout, 32768, 2048) == pages == 2048 + 6 * 193
+    req = dataclasses.replace(
+        requests.request_from_options("gemma-3-27b", gpu="a100-80"),
+        engine_version="0.24.0",
+        max_model_len=32768,
+    )
+    s = calculator.compute(req)
+    assert s.max_num_batched_tokens == 2048 and s.kv_cache_groups == layout.groups
+    assert s.max_concurrency == round(s.num_gpu_blocks / pages, 2)
+    assert s.kv_cache_tokens == int(s.num_gpu_blocks / pages * 32768)
+    # up to 0.20.0 the log printed num_blocks // groups x block instead (0.19.1 and 0.20.0
+    # kv_cache_utils.py ``_report_kv_cache_config``), which the 0.19.0 Gemma logs show:
+    # llmdeploy prints the capacity, as 0.20.2 and later log it
+    logged = {c["id"]: c for c in REPORT_CASES if c["id"].startswith("llmd-v0190-gemma3")}
+    for case_id, groups in (("4b", 7), ("12b", 6), ("27b", 7)):
+        case = logged[f"llmd-v0190-gemma3-{case_id}-it-h100-tp1"]
+        assert case["kv_cache_tokens"] == case["num_gpu_blocks"] // groups * 16, case_id
 
 
 # --- item 3: Gemma 4 batches one multimodal item whole -----------------------------------------
