@@ -165,9 +165,9 @@ def test_large_weight_tensors_count_whole_allocator_blocks_while_vllm_loads() ->
     """vLLM's "Model loading took" is ``torch.cuda.memory_allocated`` after minus before the
     load (vLLM 0.24.0 vllm/utils/mem_utils.py ``DeviceMemoryProfiler``, platforms/cuda.py
     ``get_current_memory_usage``), which sums the caching allocator's blocks. A tensor of
-    10 MiB or more gets a segment of its own rounded up to 2 MiB (c10/cuda/
-    CUDACachingAllocator.cpp ``get_allocation_size``), and ``should_split`` (``size <
-    max_split_size() && remaining > kSmallSize``) keeps it whole when 1 MiB or less is left,
+    10 MiB or more gets a segment of its own rounded up to 2 MiB (pytorch/pytorch@001074d2
+    c10/cuda/CUDACachingAllocator.cpp ``get_allocation_size``), and ``should_split`` (``size
+    < max_split_size() && remaining > kSmallSize``) keeps it whole when 1 MiB or less is left,
     and always from 20 MiB on once vLLM loads under ``max_split_size_mb:20``: from 0.21.0
     ``Worker.load_model`` (v1/worker/gpu_worker.py ``_scoped_allocator_max_split``,
     vllm-project/vllm#41268; not in 0.20.2)."""

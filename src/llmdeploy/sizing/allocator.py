@@ -4,8 +4,9 @@ vLLM logs the weights as ``torch.cuda.memory_allocated`` after the load minus be
 (vllm/utils/mem_utils.py@v0.24.0 ``DeviceMemoryProfiler``, ``CudaPlatform
 .get_current_memory_usage``), and that statistic is the sum of the allocator's *blocks*, not
 of the tensors' sizes: a block the allocator does not split keeps its whole size
-(c10/cuda/CUDACachingAllocator.cpp: ``alloc_found_block`` adds ``block->size`` to
-``allocated_bytes``). Pure arithmetic; the rule and its sources are in ``docs/sizing.md`` §3.
+(pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp, read at 001074d2: ``alloc_found_block``
+adds ``block->size`` to ``allocated_bytes``; the constants below are that file's). Pure
+arithmetic; the rule and its sources are in ``docs/sizing.md`` §3.
 """
 
 from __future__ import annotations
