@@ -5,8 +5,9 @@ Usage: python scripts/gpu_predict.py PLAN.yaml OUT.json
 
 PLAN: ``version`` (the vLLM release the toolkit serves), ``models`` (key -> ``config``: a
 config.json path, optional ``quantization``/``kv``/``max_model_len``, and ``serve_args``: the
-extra vLLM arguments the lease passes, which must say the same) and ``sweeps`` ("ISL/OSL/MODE/NREQ" as
-../shared/gpu/serve-sweep.sh takes them: closed:C | stagger:C | poisson:R). Each model is sized
+extra vLLM arguments the lease passes, which must say the same) and ``sweeps``
+("ISL/OSL/MODE/NREQ" as ../shared/gpu/serve-sweep.sh takes them: closed:C | stagger:C |
+poisson:R). Each model is sized
 by llmdeploy on one H200 (p5en.48xlarge, TP 1, max-model-len 8192, gpu-memory-utilization
 0.92, as the toolkit serves it) and each sweep is predicted by the performance model of the
 commit named in the output, with the arrival pattern the loadgen drives.
