@@ -3,7 +3,7 @@
 calibration file of the performance model (issue 22; docs/performance-model.md,
 "Measured on one H200").
 
-Usage: python scripts/gpu_ingest.py RESULTS_DIR OUT.yaml [KEY ...]
+Usage: python scripts/gpu_ingest.py [--header=first|second] RESULTS_DIR OUT.yaml [KEY ...]
 
 RESULTS_DIR/KEY/ holds what serve-sweep.sh wrote for model KEY (its log, one JSON per sweep,
 sweeps.txt with the raw summaries). The sweeps of one model ran in the order of
@@ -35,6 +35,8 @@ GEOMETRY = {
     "mq30": "Qwen3-30B-A3B geometry",
     "goss": "gpt-oss-20b geometry",
     "m8b": "Llama-3.1-8B geometry",
+    "m8bk": "Llama-3.1-8B geometry, FP8 KV cache, 32k context",
+    "mix": "Mixtral-8x7B geometry",
 }
 WEIGHTS = {"qawq": "awq-int4", "m70fp8": "fp8", "goss": "mxfp4"}
 MODE = {"closed": "closed-loop", "stagger": "steady", "poisson": "poisson"}
@@ -111,6 +113,7 @@ def ingest(results: Path, key: str) -> tuple[dict[str, Any], list[dict[str, Any]
     log = (d / f"{key}.log").read_text(errors="replace")
     st = startup(log)
     plan = yaml.safe_load((REPO / "tests/data/perf/gpu-plan" / f"{key}.yaml").read_text())
+    model = plan["models"][key]
     cache = Lru(st["kv_cache_tokens"] // BLOCK)
     rows = []
     run = 0
@@ -127,8 +130,12 @@ def ingest(results: Path, key: str) -> tuple[dict[str, Any], list[dict[str, Any]
         )
         hits: list[int] = []
         nb = int(isl) // BLOCK  # full prompt blocks (hashable); output blocks are unique
+        # a loadgen run with LOADGEN_SEED set seeds each prompt by (seed, lengths, mode, index):
+        # no two sweeps share a prompt; without it, by the index alone
+        seed = doc["summary"].get("prompt_seed")
+        tag = (seed, mode) if seed else int(isl)
         for _, is_start, r in events:
-            pb = [("p", int(isl), r["id"], i) for i in range(nb)]
+            pb = [("p", tag, r["id"], i) for i in range(nb)]
             ob = [("o", run, r["id"], i) for i in range((int(isl) + r["osl"]) // BLOCK - nb)]
             if is_start:
                 if cache.start(pb, len(pb) + len(ob) + 1):
@@ -162,17 +169,25 @@ def ingest(results: Path, key: str) -> tuple[dict[str, Any], list[dict[str, Any]
             },
             "raw_summary": s,
         }
+        if run == 1:  # the server's first sweep (the throughput includes its warm-up)
+            row = {"id": row["id"], "first_on_server": True} | row
         rows.append(row)
+    length = int(model.get("max_model_len", 8192))
     start = {
-        "id": f"h200-vllm0240-{key}-gmu0.92-len8192",
+        "id": f"h200-vllm0240-{key}-gmu0.92-len{length}",
         "model": GEOMETRY[key],
-        "config": f"models/{key}/config.json",
+        "config": f"models/{Path(model['config']).parent.name}/config.json",
         "weights": WEIGHTS.get(key, "bf16"),
-    } | st
+    }
+    if "kv" in model or "max_model_len" in model:
+        start |= {"kv_cache_dtype": str(model.get("kv", "auto")), "max_model_len": length}
+        start |= {"serve_args": str(model.get("serve_args", ""))}
+    start |= st
     return start, rows
 
 
-HEADER = """\
+HEADERS = {}
+HEADERS["first"] = """\
 # vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-01 by llmdeploy's
 # developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py), dummy weights
 # (--load-format dummy), converted by scripts/gpu_ingest.py. Server: `vllm serve MODEL
@@ -188,9 +203,28 @@ HEADER = """\
 # re-send earlier prompts); replayed from the timestamps against an LRU of the server's KV
 # blocks. raw_summary: loadgen's summary as printed.
 """
+HEADERS["second"] = """\
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-02 by llmdeploy's
+# developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py), dummy weights
+# (--load-format dummy), converted by scripts/gpu_ingest.py. Server: `vllm serve MODEL
+# --load-format dummy --max-model-len 8192 --gpu-memory-utilization 0.92
+# --tensor-parallel-size 1 --enable-prefix-caching --enable-chunked-prefill` plus the start-up
+# entry's serve_args. Load: `LOADGEN_SEED=s2 loadgen.py URL m ISL OSL MODE NREQ` per row, with
+# the toolkit's loadgen.py changed in one line so that request i's prompt is seeded by
+# f"{LOADGEN_SEED}/{ISL}/{OSL}/{MODE}/{i}" (no prompt repeats across sweeps: no prefix-cache
+# hits, which the replay below confirms) and the seed written into the summary (prompt_seed).
+# Patterns as in h200-vllm-0.24.0-arrivals.yaml. Predictions recorded before the run, at commit
+# 1aec067: tests/data/perf/predictions/{mix,m8bk,goss}.json. gpt-oss-20b's sweeps ran on two
+# servers (the second after a cut lease: stagger:96 and the Poisson rates; its Poisson 60/s
+# sweep was lost); both start-ups logged the same memory figures. Two rows carry `excluded`, set
+# by hand after reading the server log (the reason is in the row); the loader skips them.
+"""
 
 
 def main(argv: list[str]) -> int:
+    header = "first"
+    if argv and argv[0].startswith("--header="):
+        header = argv.pop(0).split("=", 1)[1]
     results, out = Path(argv[0]), Path(argv[1])
     keys = argv[2:] or sorted(p.name for p in results.iterdir() if p.is_dir())
     starts, rows = [], []
@@ -199,7 +233,7 @@ def main(argv: list[str]) -> int:
         starts.append(s)
         rows += r
     body = yaml.safe_dump({"startup": starts, "arrivals": rows}, sort_keys=False, width=200)
-    out.write_text(HEADER + body)
+    out.write_text(HEADERS[header] + body)
     print(f"{out}: {len(starts)} start-ups, {len(rows)} rows")
     return 0
 

@@ -131,6 +131,10 @@ FITTED_KV = {
     "h200-vllm0240-qawq-": 2250528,
     "h200-vllm0240-m70fp8-": 193856,
     "h200-vllm0240-mq30-": 744096,
+    # the second lease (h200-vllm-0.24.0-arrivals-2.yaml)
+    "h200-vllm0240-mix-": 319264,
+    "h200-vllm0240-m8bk-": 1839136,
+    "h200-vllm0240-goss-": 2430290,
 }
 
 

@@ -113,6 +113,39 @@ def test_the_roofline_step_of_a_toy_model_by_hand() -> None:
     assert step == pytest.approx(2 * body / 0.5e12 + lm + 1000 * 4096 / 0.5e12, rel=1e-3)
 
 
+def test_routed_expert_gemms_slow_down_with_the_experts_size_on_one_gpu() -> None:
+    # one MoE layer, hidden 1024, 8 experts (top 2) of intermediate 2048: one expert's GEMMs are
+    # 3 x 1024 x 2048 = 6,291,456 params, two active per token -> 2 x 2 x 6,291,456 FLOPs per
+    # token; dense GEMMs at 0.5 x 100 TFLOPS = 50 TFLOPS, experts at moe_gemm_factor 0.8 of
+    # that times i / (i + moe_dim_half) with moe_dim_half 2048:
+    #   TP 1, i = 2048: 0.8 x 2048 / 4096 = 0.4 -> 20 TFLOPS
+    #   TP 2, i = 1024 per GPU (each expert sliced): 0.8 x 1024 / 3072 -> 13.33 TFLOPS, and
+    #         half the FLOPs per GPU
+    #   TP 2 with expert parallelism: experts whole, i = 2048 -> 20 TFLOPS
+    geo = ModelGeometry(
+        name="toy-moe", layers=1, hidden=1024, heads=8, kv_heads=8, head_dim=128,
+        intermediate=4096, vocab=1000, num_experts=8, experts_per_token=2, moe_intermediate=2048,
+    )  # fmt: skip
+    hw = Hardware(name="toy", mem_bw_gbs=1000.0, fp16_tflops=100.0, interconnect="nvlink")
+    c = Constants(
+        engine="t", versions="t", eta_weights=0.5, eta_kv=0.5, eta_experts=0.5, mu_gemm=0.5,
+        mu_attn=0.5, fp8_gemm_factor=1.0, gemm_knee=1000.0, ar_latency_nvlink_us=0.0,
+        ar_latency_pcie_us=0.0, link_efficiency=1.0, layer_overhead_us=0.0,
+        step_overhead_us=0.0, seq_overhead_us=0.0, host_overlap=True, stream_token_us=0.0,
+        ttft_overhead_ms=0.0, request_overhead_ms=0.0, moe_gemm_factor=0.8, moe_dim_half=2048.0,
+    )  # fmt: skip
+    flops = 2 * 2 * 6_291_456
+    tp1 = build_step_model(hw, geo, Deployment(), c)
+    assert tp1.s_expert_f == pytest.approx(flops / 20e12)
+    tp2 = build_step_model(hw, geo, Deployment(tp=2), c)
+    assert tp2.s_expert_f == pytest.approx(flops / 2 / (50e12 * 0.8 * 1024 / 3072))
+    ep2 = build_step_model(hw, geo, Deployment(tp=2, expert_parallel=True), c)
+    assert ep2.s_expert_f == pytest.approx(flops / 2 / 20e12)
+    # without the size term (moe_dim_half 0) the experts run at moe_gemm_factor alone
+    flat = build_step_model(hw, geo, Deployment(), dataclasses.replace(c, moe_dim_half=0.0))
+    assert flat.s_expert_f == pytest.approx(flops / 40e12)
+
+
 def test_arrival_patterns_map_to_their_workloads() -> None:
     closed = workloads.workload("closed-loop", 512, 256, concurrency=16)
     assert (closed.concurrency, closed.num_requests, closed.output_spread) == (16, 64, 0.0)

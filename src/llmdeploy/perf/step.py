@@ -278,6 +278,11 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
     f_gemm = peak * 1e12 * mu
     # routed experts: int4/mxfp4 expert weights dequantize like w4a16 (bytes below 1 per param)
     f_expert = f_gemm * c.moe_gemm_factor
+    if m.num_experts and c.moe_dim_half > 0.0:
+        # the GEMM size of one expert on one GPU: TP slices each expert's intermediate, expert
+        # parallelism keeps experts whole (vllm/model_executor/layers/fused_moe/layer.py)
+        inter = m.moe_intermediate if dep.expert_parallel else m.moe_intermediate / t
+        f_expert *= inter / (inter + c.moe_dim_half)
     f_att = hw.fp16_tflops * 1e12 * c.mu_attn
     w_bw = c.eta_weights * bw
     # KV projections are replicated when tp > kv_heads

@@ -164,6 +164,12 @@ class Constants:
     # routed-expert GEMMs (fused MoE: many small grouped GEMMs, tokens x k / E rows each)
     # reach this fraction of the dense GEMM efficiency mu_gemm
     moe_gemm_factor: float = 1.0
+    # ... times i / (i + moe_dim_half), i the per-GPU intermediate size of one routed expert
+    # (moe_intermediate / tp; whole experts under expert parallelism): the grouped GEMMs of
+    # small experts run short K loops (the down projection) over few N tiles (the gate/up
+    # projection), so a fine-grained MoE (Qwen3-30B-A3B: 768) reaches a smaller fraction of
+    # peak than a coarse one (Mixtral: 14336). 0: no size term.
+    moe_dim_half: float = 0.0
     # weight-only 4-bit GEMMs (AWQ/GPTQ on Marlin-style kernels: dequantize, then BF16 MMA)
     # reach this fraction of mu_gemm at the BF16 peak
     w4_gemm_factor: float = 1.0
