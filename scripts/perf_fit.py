@@ -265,7 +265,9 @@ def folds(cases: list[cal.Case]) -> dict[str, list[int]]:
         "H200 arrivals: Qwen3-30B-A3B": pick(lambda c: c.id.startswith("h200-vllm0240-mq30-")),
         # the second lease (2026-12-02): geometries and lengths the first never had
         "H200 arrivals: Mixtral-8x7B": pick(lambda c: c.id.startswith("h200-vllm0240-mix-")),
-        "H200 arrivals: Llama-3.1-8B FP8 KV 32k": pick(lambda c: c.id.startswith("h200-vllm0240-m8bk-")),
+        "H200 arrivals: Llama-3.1-8B FP8 KV 32k": pick(
+            lambda c: c.id.startswith("h200-vllm0240-m8bk-")
+        ),
         "H200 arrivals: gpt-oss-20b": pick(lambda c: c.id.startswith("h200-vllm0240-goss-")),
     }
 
@@ -332,11 +334,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--folds", help="comma-separated substrings: only the CV folds whose name has one"
     )
     ap.add_argument("--cv-nfev", type=int, default=15, help="evaluations per CV refit")
+    ap.add_argument(
+        "--from-params",
+        type=Path,
+        help="skip the full fit: start from the parameters of a fit-residuals.json-format file",
+    )
     args = ap.parse_args(argv)
     cases = cal.load_cases(args.perf_dir)
     ev = Evaluator(cases, args.workers)
     everything = list(range(len(cases)))
-    theta = fit(ev, everything)
+    if args.from_params:
+        stored = {
+            (q["name"], q["scope"]): q["fitted"]
+            for q in json.loads(args.from_params.read_text())["parameters"]
+        }
+        theta = [math.log(stored.get((p.name, p.scope), p.start)) for p in PARAMS]
+    else:
+        theta = fit(ev, everything)
     print("\n".join(res.table(ev.rows(theta, everything))))
     print("\nconstant               scope            start     fitted")
     for p, v in zip(PARAMS, theta, strict=True):
