@@ -274,6 +274,7 @@ def search(
     variant is simulated). ``progress(done, total)`` is called as variants are sized and
     simulated (total: variants to size plus those left to simulate)."""
     from llmdeploy.perf import api, inputs
+    from llmdeploy.perf.token_budget import decide_for_spec
     from llmdeploy.sizing.requests import size_spec
 
     if rank_by not in RANKINGS:
@@ -351,6 +352,8 @@ def search(
             break
         done += 1
         report(tried + done, tried + len(sized))
+        # the token budget its SLO decides (docs/performance-model.md, "Token budget")
+        variant, sizing, _ = decide_for_spec(variant, sizing, spec_dir)
         run = registry.get(variant.engine.type).engine_run(sizing, variant)
         perf = assess(sizing, run, variant, threshold=False)
         found.append(Candidate(changes, sizing, perf, **limits))
