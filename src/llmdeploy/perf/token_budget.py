@@ -47,6 +47,7 @@ __all__ = [
     "decide",
     "decide_for_request",
     "decide_for_spec",
+    "most_kv",
     "with_tokens",
 ]
 
@@ -78,6 +79,19 @@ def candidates(sizing: Sizing, *, chunked_prefill: bool = True) -> tuple[int, ..
     return tuple(sorted({default, *(b for b in CANDIDATES if low <= b <= high)}))
 
 
+def _applies(sizing: Sizing, ttft_ms: float | None, itl_ms: float | None) -> bool:
+    """Whether the budget of ``sizing`` is llmdeploy's to decide: its request leaves it out,
+    there is a latency target to trade against, and the model runs this configuration."""
+    return not (
+        sizing.request.max_num_batched_tokens is not None  # the user's: kept
+        or not (ttft_ms or itl_ms)
+        or not sizing.fits
+        or sizing.instance is None
+        or sizing.request.architecture.encoders  # the encoder profile follows the budget too
+        or inputs.unsupported(sizing) is not None
+    )
+
+
 def _memory_replicas(sizing: Sizing) -> int:
     """The replicas whose KV caches hold the SLO's peak (``assess`` counts none for an open
     loop: there the cache shows up as preemption in the simulation)."""
@@ -93,10 +107,15 @@ def _replicas(p: Performance) -> float:
 
 
 def _screen(
-    sizing: Sizing, run: EngineRun, targets: tuple[float | None, float | None], replicas: float
+    sizing: Sizing,
+    run: EngineRun,
+    targets: tuple[float | None, float | None],
+    replicas: float,
+    concurrency: int | None = None,
 ) -> tuple[bool, bool]:
     """(TTFT met, ITL met) at the load each replica of ``sizing`` gets with one replica fewer
-    than ``replicas`` (inf: one request per replica, the searches' first load), against the
+    than ``replicas`` (inf: one request per replica, the searches' first load; ``concurrency``:
+    that many closed-loop clients per replica instead), against the
     targets as ``assess`` tightens them; (False, False) where its memory alone needs more
     replicas or the replica cannot keep up. Meeting both is necessary to need fewer replicas
     (as the searches over the load assume, latency grows with it); ``assess`` decides."""
@@ -122,7 +141,7 @@ def _screen(
         rate = req.slo_requests_per_s / fewer
         load = workloads.workload(arrival, n_in, n_out, requests_per_s=rate)
     else:
-        per_replica = math.ceil(req.slo_concurrent_requests / fewer)
+        per_replica = concurrency or math.ceil(req.slo_concurrent_requests / fewer)
         load = workloads.workload(arrival, n_in, n_out, concurrency=per_replica)
     hw, geo = inputs.hardware(sizing.instance), inputs.geometry(req.architecture)
     e = api.estimate(hw, geo, run.deployment, load, c)
@@ -147,14 +166,7 @@ def decide(
     if spec is not None:
         ttft_ms, itl_ms = spec.slo.ttft_ms, spec.slo.itl_ms
     targets = (ttft_ms, itl_ms)
-    if (
-        sizing.request.max_num_batched_tokens is not None  # the user's: kept
-        or not (ttft_ms or itl_ms)
-        or not sizing.fits
-        or sizing.instance is None
-        or sizing.request.architecture.encoders  # the encoder profile follows the budget too
-        or inputs.unsupported(sizing) is not None
-    ):
+    if not _applies(sizing, ttft_ms, itl_ms):
         return sizing, None
     run = run_of(sizing)
     if run is None:
@@ -173,7 +185,9 @@ def decide(
         return sizing, None
     # where the default misses at the load that would save a replica says which way to look:
     # only ITL: a smaller budget (shorter stalls); only TTFT: a bigger one (fewer prefill steps)
-    ttft_met, itl_met = _screen(sizing, run, targets, best_replicas)
+    # (closed loops: at the first load the search found missing, an estimate it has made)
+    first_miss = (base.max_concurrency_meeting_slo or 0) + 1
+    ttft_met, itl_met = _screen(sizing, run, targets, best_replicas, first_miss)
     if ttft_met and not itl_met:
         options = [t for t in options if t < default]
     elif itl_met and not ttft_met:
@@ -213,17 +227,26 @@ def with_tokens(spec: Spec, tokens: int) -> Spec:
 
 
 def decide_for_spec(
-    spec: Spec, sizing: Sizing, spec_dir: Path | None, *, suggest: bool = False
+    spec: Spec,
+    sizing: Sizing,
+    spec_dir: Path | None,
+    *,
+    suggest: bool = False,
+    known: Sizing | None = None,
 ) -> tuple[Spec, Sizing, TokenBudget | None]:
     """:func:`decide` for a spec (``size``, ``render``, each candidate of ``plan``): the spec
-    with the decided budget, its sizing (with suggestions when ``suggest``), the decision."""
+    with the decided budget, its sizing (with suggestions when ``suggest``), the decision.
+    ``known``: this spec already sized at another budget (``plan``'s :func:`most_kv`)."""
     from llmdeploy.engines import registry
     from llmdeploy.sizing.requests import size_spec
 
     engine = registry.get(spec.engine.type)
+    done = {known.max_num_batched_tokens: known} if known is not None else {}
 
     def resize(tokens: int) -> Sizing:
-        return size_spec(with_tokens(spec, tokens), spec_dir, suggest=False)
+        if tokens not in done:
+            done[tokens] = size_spec(with_tokens(spec, tokens), spec_dir, suggest=False)
+        return done[tokens]
 
     chosen, budget = decide(sizing, resize, lambda s: engine.engine_run(s, spec), spec=spec)
     if budget is None:
@@ -253,3 +276,19 @@ def decide_for_request(
     if budget is None:
         return sizing, None
     return size(dataclasses.replace(sizing.request, max_num_batched_tokens=budget.tokens)), budget
+
+
+def most_kv(spec: Spec, sizing: Sizing, spec_dir: Path | None) -> Sizing:
+    """The sizing with the most KV cache any budget :func:`decide_for_spec` may choose gives
+    (the smallest candidate's; ``sizing`` where the budget is not decided or the default is
+    the smallest): ``plan``'s lower bounds, computed before any simulation, hold for the
+    decided budget too."""
+    from llmdeploy.sizing.requests import size_spec
+
+    if not _applies(sizing, spec.slo.ttft_ms, spec.slo.itl_ms):
+        return sizing
+    smallest = candidates(sizing, chunked_prefill=spec.serving.chunked_prefill)[0]
+    if smallest >= sizing.max_num_batched_tokens:
+        return sizing
+    other = size_spec(with_tokens(spec, smallest), spec_dir, suggest=False)
+    return other if other.fits and other.instance is not None else sizing
