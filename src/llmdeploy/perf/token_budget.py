@@ -115,10 +115,10 @@ def _screen(
 ) -> tuple[bool, bool]:
     """(TTFT met, ITL met) at the load each replica of ``sizing`` gets with one replica fewer
     than ``replicas`` (inf: one request per replica, the searches' first load; ``concurrency``:
-    that many closed-loop clients per replica instead), against the
-    targets as ``assess`` tightens them; (False, False) where its memory alone needs more
-    replicas or the replica cannot keep up. Meeting both is necessary to need fewer replicas
-    (as the searches over the load assume, latency grows with it); ``assess`` decides."""
+    that many closed-loop clients per replica instead), against the targets as ``assess``
+    tightens them; (False, False) where its memory alone needs more replicas or the replica
+    cannot keep up. Meeting both is necessary to need fewer replicas (as the searches over the
+    load assume, latency grows with it); ``assess`` decides."""
     req, (ttft_ms, itl_ms) = sizing.request, targets
     poisson = req.slo_arrival == "poisson" and req.slo_requests_per_s is not None
     if not math.isfinite(replicas):
