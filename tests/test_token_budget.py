@@ -119,6 +119,28 @@ def _between(low: float, high: float, margin: float) -> int:
     return math.ceil((low + high) / 2 * (1 + margin))
 
 
+def _tight_ttft(path: Path) -> int:
+    """A TTFT target for the L40S spec at ``path`` (budget left out, loose targets) that 16384
+    meets and the default 2048 misses at 16 clients per replica (64 over 4 replicas), once the
+    model says the bigger budget gives a clearly lower p99 TTFT there."""
+    spec = load_spec_file(path).spec
+    ttft_default, _, (m_ttft, _) = _p99(spec, 2048, 16)
+    ttft_big, _, _ = _p99(spec, 16384, 16)
+    assert ttft_big < ttft_default * 0.9, (ttft_big, ttft_default)
+    return _between(ttft_big, ttft_default, m_ttft)
+
+
+def _tight_itl(path: Path) -> int:
+    """An ITL target for the H100 spec at ``path`` (budget left out, loose targets) that 2048
+    meets and the default 8192 misses at 32 clients per replica (64 over 2 replicas), once the
+    model says the smaller budget gives the lower p99 ITL there."""
+    spec = load_spec_file(path).spec
+    _, itl_default, (_, m_itl) = _p99(spec, 8192, 32)
+    _, itl_small, _ = _p99(spec, 2048, 32)
+    assert itl_small < itl_default, (itl_small, itl_default)
+    return _between(itl_small, itl_default, m_itl)
+
+
 # --- the engines' defaults ---------------------------------------------------------------------
 
 
@@ -185,7 +207,7 @@ def test_a_bigger_budget_costs_kv_cache_by_the_activation_formula(tmp_path: Path
 
 
 def test_the_default_is_kept_unrendered_when_nothing_beats_it(tmp_path: Path) -> None:
-    # loose targets: one replica's memory-driven count already meets them
+    # loose targets: the replicas its KV cache needs for the peak already meet them
     path = _write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE, itl=LOOSE)
     doc = _size(path)
     assert doc["max_num_batched_tokens"] == 2048 and "token_budget_decided" not in doc
@@ -197,12 +219,8 @@ def test_a_tight_ttft_under_load_gets_a_bigger_budget(tmp_path: Path) -> None:
     # decodes; 16384 takes it in one. At 16 clients per replica (64 over 4 replicas) the model
     # must say 16384 gives the lower p99 TTFT; a target between the two then needs fewer
     # replicas with the bigger budget, which is what gets rendered
-    spec = load_spec_file(_write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE, itl=LOOSE)).spec
-    ttft_default, _, (m_ttft, _) = _p99(spec, 2048, 16)
-    ttft_big, _, _ = _p99(spec, 16384, 16)
-    assert ttft_big < ttft_default * 0.9, (ttft_big, ttft_default)
-    path = _write(tmp_path, instance="g6e.2xlarge", ttft=_between(ttft_big, ttft_default, m_ttft),
-                  itl=LOOSE)  # fmt: skip
+    ttft = _tight_ttft(_write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE, itl=LOOSE))
+    path = _write(tmp_path, instance="g6e.2xlarge", ttft=ttft, itl=LOOSE)
     doc = _size(path)
     decided = doc["max_num_batched_tokens"]
     assert decided > 2048, doc.get("token_budget_decided")
@@ -221,12 +239,8 @@ def test_a_tight_itl_gets_a_smaller_budget(tmp_path: Path) -> None:
     # decodes; with 2048 the same prefill is spread thin. At 32 clients per replica the model
     # must say 2048 gives the lower p99 ITL; a target between the two then takes two replicas
     # with the smaller budget and more with the default
-    spec = load_spec_file(_write(tmp_path, instance="p5.4xlarge", ttft=LOOSE, itl=LOOSE)).spec
-    _, itl_default, (_, m_itl) = _p99(spec, 8192, 32)
-    _, itl_small, _ = _p99(spec, 2048, 32)
-    assert itl_small < itl_default, (itl_small, itl_default)
-    path = _write(tmp_path, instance="p5.4xlarge", ttft=LOOSE,
-                  itl=_between(itl_small, itl_default, m_itl))  # fmt: skip
+    itl = _tight_itl(_write(tmp_path, instance="p5.4xlarge", ttft=LOOSE, itl=LOOSE))
+    path = _write(tmp_path, instance="p5.4xlarge", ttft=LOOSE, itl=itl)
     doc = _size(path)
     decided = doc["max_num_batched_tokens"]
     assert decided < 8192, doc.get("token_budget_decided")
@@ -239,12 +253,12 @@ def test_a_tight_itl_gets_a_smaller_budget(tmp_path: Path) -> None:
 def test_the_choice_flips_with_the_slo(tmp_path: Path) -> None:
     # one L40S spec, two SLOs: a tight TTFT target takes a bigger budget than vLLM's 2048
     # (above); a tight ITL target with a loose TTFT one keeps the smallest, the default
-    spec = load_spec_file(_write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE, itl=LOOSE)).spec
-    ttft_default, itl_default, (m_ttft, m_itl) = _p99(spec, 2048, 16)
-    ttft_big, itl_big, _ = _p99(spec, 16384, 16)
+    loose = _write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE, itl=LOOSE)
+    spec = load_spec_file(loose).spec
+    _, itl_default, (_, m_itl) = _p99(spec, 2048, 16)
+    _, itl_big, _ = _p99(spec, 16384, 16)
     assert itl_default < itl_big  # the bigger budget's stalls
-    tight_ttft = _write(tmp_path, instance="g6e.2xlarge",
-                        ttft=_between(ttft_big, ttft_default, m_ttft), itl=LOOSE)  # fmt: skip
+    tight_ttft = _write(tmp_path, instance="g6e.2xlarge", ttft=_tight_ttft(loose), itl=LOOSE)
     assert _size(tight_ttft)["max_num_batched_tokens"] > 2048
     tight_itl = _write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE,
                        itl=_between(itl_default, itl_big, m_itl))  # fmt: skip
@@ -255,11 +269,9 @@ def test_the_choice_flips_with_the_slo(tmp_path: Path) -> None:
 def test_an_explicit_budget_is_kept(tmp_path: Path) -> None:
     # the tight-TTFT spec that gets a bigger budget, with the user's own 2048: kept, rendered,
     # and judged as it is (no silent change)
-    spec = load_spec_file(_write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE, itl=LOOSE)).spec
-    ttft_default, _, (m_ttft, _) = _p99(spec, 2048, 16)
-    ttft_big, _, _ = _p99(spec, 16384, 16)
-    path = _write(tmp_path, instance="g6e.2xlarge", ttft=_between(ttft_big, ttft_default, m_ttft),
-                  itl=LOOSE, extra="  maxNumBatchedTokens: 2048\n")  # fmt: skip
+    ttft = _tight_ttft(_write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE, itl=LOOSE))
+    path = _write(tmp_path, instance="g6e.2xlarge", ttft=ttft, itl=LOOSE,
+                  extra="  maxNumBatchedTokens: 2048\n")  # fmt: skip
     doc = _size(path)
     assert doc["max_num_batched_tokens"] == 2048 and "token_budget_decided" not in doc
     assert _flag(_render(path, tmp_path / "deploy")) == 2048  # the user's, so rendered
@@ -276,11 +288,7 @@ def test_trtllm_serve_is_told_the_decided_budget(tmp_path: Path) -> None:
         path.write_text(text, encoding="utf-8")
         return path
 
-    spec = load_spec_file(write(LOOSE)).spec
-    _, itl_default, (_, m_itl) = _p99(spec, 8192, 32)
-    _, itl_small, _ = _p99(spec, 2048, 32)
-    assert itl_small < itl_default, (itl_small, itl_default)
-    path = write(_between(itl_small, itl_default, m_itl))
+    path = write(_tight_itl(write(LOOSE)))
     doc = _size(path)
     decided = doc["max_num_batched_tokens"]
     assert decided < 8192 and "default 8192" in doc["token_budget_decided"]
@@ -292,8 +300,8 @@ def test_plan_decides_it_per_candidate_and_render_decides_the_same(tmp_path: Pat
     # every configuration plan ranks is planned with its own budget (its JSON row says which);
     # --write leaves the field out, as it does the batch limits, and `size` of the written
     # spec decides the budget the winner's row names
-    spec_ttft = _between(1324.0, 1622.0, 0.334)  # the tight-TTFT target of the tests above
-    path = _write(tmp_path, instance="g6e.2xlarge", ttft=spec_ttft, itl=LOOSE)
+    ttft = _tight_ttft(_write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE, itl=LOOSE))
+    path = _write(tmp_path, instance="g6e.2xlarge", ttft=ttft, itl=LOOSE)
     path.write_text(path.read_text().replace("instanceType: g6e.2xlarge", "instanceFamily: g6e"))
     best = tmp_path / "best.yaml"
     result = CliRunner().invoke(
@@ -309,10 +317,7 @@ def test_plan_decides_it_per_candidate_and_render_decides_the_same(tmp_path: Pat
 def test_quick_mode_decides_it_from_the_target_options(tmp_path: Path) -> None:
     # `size --model` with the same H100 case as above: the request has no budget, so the
     # target options decide it as a spec's slo does (the same 56 ms target of the docs example)
-    spec = load_spec_file(_write(tmp_path, instance="p5.4xlarge", ttft=LOOSE, itl=LOOSE)).spec
-    _, itl_default, (_, m_itl) = _p99(spec, 8192, 32)
-    _, itl_small, _ = _p99(spec, 2048, 32)
-    itl = _between(itl_small, itl_default, m_itl)
+    itl = _tight_itl(_write(tmp_path, instance="p5.4xlarge", ttft=LOOSE, itl=LOOSE))
     args = ["size", "--model", "llama-3.1-8b", "--instance", "p5.4xlarge", "--max-model-len",
             "32768", "--concurrency", "64", "--input-tokens", "8192", "--output-tokens", "256",
             "--ttft-ms", str(LOOSE), "--itl-ms", str(itl)]  # fmt: skip
@@ -326,3 +331,22 @@ def test_quick_mode_decides_it_from_the_target_options(tmp_path: Path) -> None:
     # without targets there is nothing to trade: vLLM's default
     plain = CliRunner().invoke(cli.app, [*args[:-4], "--json"])
     assert json.loads(plain.stdout)["max_num_batched_tokens"] == 8192
+
+
+def test_trtllm_build_is_told_the_decided_budget(tmp_path: Path) -> None:
+    # the engine path: max_num_tokens is a build setting (trtllm-build --max_num_tokens, in
+    # build-engine.sh, and the build-info the serving pod checks the engine against)
+    def write(itl: int) -> Path:
+        path = _write(tmp_path, instance="p5.4xlarge", ttft=LOOSE, itl=itl, engine="trtllm")
+        store = "s3://example-model-store/llama31-8b-bf16-tp1"
+        text = path.read_text().replace("type: trtllm", f"type: trtllm\n  artifactsS3Uri: {store}")
+        role = "arn:aws:iam::111122223333:role/example-eks-llm-artifacts-read"
+        path.write_text(text + f"serviceAccount:\n  iamRoleArn: {role}\n", encoding="utf-8")
+        return path
+
+    path = write(_tight_itl(write(LOOSE)))
+    decided = _size(path)["max_num_batched_tokens"]
+    assert decided < 8192
+    rendered = _render(path, tmp_path / "deploy")
+    assert f"  --max_num_tokens {decided} \\\n" in rendered
+    assert f'"max_num_tokens": "{decided}"' in rendered
