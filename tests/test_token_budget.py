@@ -17,6 +17,11 @@ The engines' own defaults, at the pinned releases:
 What vLLM accepts (vllm 0.24.0 ``vllm/config/scheduler.py``
 ``SchedulerConfig.verify_max_model_len``): ``max_num_batched_tokens >= max_num_seqs``, and
 ``>= max_model_len`` unless chunked prefill is on (always on in V1).
+
+The memory consequence is hand-computed from the sizing formula. The decisions' targets are
+derived from the model itself (a target between what two budgets give at one load, after
+asserting which way the mechanism goes), so a refit of the constants moves the numbers, not
+the outcome.
 """
 
 from __future__ import annotations
