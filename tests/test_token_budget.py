@@ -355,3 +355,56 @@ def test_trtllm_build_is_told_the_decided_budget(tmp_path: Path) -> None:
     rendered = _render(path, tmp_path / "deploy")
     assert f"  --max_num_tokens {decided} \\\n" in rendered
     assert f'"max_num_tokens": "{decided}"' in rendered
+
+
+def test_plan_pruning_keeps_the_top_exact_with_decided_budgets(tmp_path: Path) -> None:
+    # plan's bounds (the nodes the KV cache alone needs; the price over the throughput ceiling)
+    # come before any simulation, so they are those of the smallest candidate budget (the most
+    # KV cache): the pruned search's top 3 are the unpruned search's, budgets included, on a
+    # spec whose candidates decide every budget from 2048 to 16384 (L40S default 2048, H100 8192)
+    from llmdeploy.perf.search import search
+
+    ttft = _tight_ttft(_write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE, itl=LOOSE))
+    path = _write(tmp_path, instance="g6e.2xlarge", ttft=ttft, itl=LOOSE)
+    path.write_text(path.read_text().replace("instanceType: g6e.2xlarge", "instanceFamily: g6e"))
+    spec = load_spec_file(path).spec
+    for rank_by in ("usd-per-hour", "usd-per-1m-tokens"):
+        full = search(spec, None, families=["g6e", "p5"], top=100, rank_by=rank_by)
+        short = search(spec, None, families=["g6e", "p5"], top=3, rank_by=rank_by)
+        assert full.pruned == 0 and short.pruned > 0
+        assert {c.sizing.max_num_batched_tokens for c in full.candidates} == set(CANDIDATES)
+        tops = [[(c.changes, c.metric(rank_by), c.sizing.max_num_batched_tokens)
+                 for c in r.candidates[:3]] for r in (short, full)]  # fmt: skip
+        assert tops[0] == tops[1]
+
+
+def test_plans_bound_uses_the_budget_with_the_most_kv_cache(tmp_path: Path) -> None:
+    # H100, default 8192, a latency target: the bound is the 2048-token sizing's. Its KV
+    # cache is larger by less than on the L40S: with 1024 sequences (vLLM's default there) the
+    # sampler, 1024 x 128,256 x 6 B = 788,004,864 B, is the peak at 2048 tokens, so the peak
+    # falls from the 8192-token forward, 8192 x 102,400 B = 838,860,800 B, to it, and the
+    # retained hidden states by 6144 x 8192 B: 101,187,584 B, 772 tokens of 131,072 B (768
+    # in whole blocks of 16). L40S, default 2048 already the smallest: its own; no target, or
+    # a budget the spec sets: its own
+    from llmdeploy.perf.token_budget import most_kv
+
+    def sized(instance: str, itl: int | None, extra: str = "") -> tuple[Spec, Any]:
+        path = _write(tmp_path, instance=instance, ttft=LOOSE, itl=itl or LOOSE, extra=extra)
+        if itl is None:  # no latency target at all
+            text = path.read_text()
+            path.write_text(text.replace(f"  ttftMs: {LOOSE}\n  itlMs: {LOOSE}\n", ""))
+        spec = load_spec_file(path).spec
+        return spec, size_spec(spec, None, suggest=False)
+
+    spec, sizing = sized("p5.4xlarge", 56)
+    low = most_kv(spec, sizing, None)
+    assert (sizing.max_num_batched_tokens, low.max_num_batched_tokens) == (8192, 2048)
+    assert sizing.max_num_seqs == 1024
+    gained = 8192 * 102_400 - 1024 * 128_256 * 6 + (8192 - 2048) * 4096 * 2
+    assert gained == 101_187_584 == 772 * 131_072
+    assert abs(low.kv_cache_tokens - sizing.kv_cache_tokens - 772) < 16
+    assert (low.replicas_for_slo or 1) <= (sizing.replicas_for_slo or 1)
+    for instance, itl, extra in (("g6e.2xlarge", 56, ""), ("p5.4xlarge", None, ""),
+                                 ("p5.4xlarge", 56, "  maxNumBatchedTokens: 8192\n")):  # fmt: skip
+        spec, sizing = sized(instance, itl, extra)
+        assert most_kv(spec, sizing, None) is sizing, (instance, itl, extra)
