@@ -70,7 +70,12 @@ GROUPS = (
     Group(
         "perf",
         ("src/llmdeploy/perf/*", "src/llmdeploy/sizing/batching.py"),
-        ("tests/test_perf_hand.py", "tests/test_perf_model.py", "tests/test_perf_verdict.py"),
+        (
+            "tests/test_perf_hand.py",
+            "tests/test_perf_model.py",
+            "tests/test_perf_verdict.py",
+            "tests/test_token_budget.py",
+        ),
     ),
     Group(
         "budgets",

@@ -74,6 +74,7 @@ class Sized:
     # the spec as planned: the loaded one with the batch limits it leaves out decided
     spec: Spec | None = None
     batching: str | None = None  # what was decided (None: the spec set the limits)
+    token_budget: str | None = None  # the token budget decided (None: the spec's or the default)
 
 
 def performance_of(
@@ -124,6 +125,7 @@ def size_loaded(
     ``performance=True`` adds the perf stage's result (``threshold=False``: without the
     model's autoscaling threshold)."""
     from llmdeploy.engines import registry
+    from llmdeploy.perf.token_budget import decide_for_spec
     from llmdeploy.sizing.requests import size_spec
     from llmdeploy.spec.checks import check_spec, located
 
@@ -140,6 +142,9 @@ def size_loaded(
         if why is not None:
             spec = decided
             sizing = size_spec(spec, base_dir, suggest=suggest)
+        # then the token budget, from the SLO through the performance model (each candidate
+        # sized on its own: the budget moves the activation peak and so the KV cache)
+        spec, sizing, budget = decide_for_spec(spec, sizing, base_dir, suggest=suggest)
     nodes = _node_checks(loaded, sizing)
     perf = performance_of(spec, sizing, threshold=threshold) if performance else None
     return Sized(
@@ -149,6 +154,7 @@ def size_loaded(
         performance=perf,
         spec=spec,
         batching=why,
+        token_budget=budget.why if budget is not None else None,
     )
 
 

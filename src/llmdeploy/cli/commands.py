@@ -648,6 +648,11 @@ def _size(
 
         cap = registry.get(engine).max_sequences_cap
         result, batching = with_raised_limit(result, size_with_suggestions, cap=cap)
+        # and the token budget from the SLO's targets (docs/performance-model.md)
+        from llmdeploy.perf.token_budget import decide_for_request
+
+        result, decided = decide_for_request(result, ttft_ms, itl_ms)
+        budget = decided.why if decided is not None else None
         perf = pipeline.performance_of(None, result, ttft_ms=ttft_ms, itl_ms=itl_ms)
     else:
         if any(x is not None for x in load):
@@ -665,13 +670,15 @@ def _size(
         sized = pipeline.size_loaded(loaded, performance=True)
         _print_warnings(sized.warnings)
         result, perf = sized.sizing, sized.performance
-        batching = sized.batching
+        batching, budget = sized.batching, sized.token_budget
     if output_format == "json":
         import json
 
         doc = size_report.document(result, perf)
         if batching is not None:
             doc["batch_limit_decided"] = batching
+        if budget is not None:
+            doc["token_budget_decided"] = budget
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     elif output_format == "markdown":
         from llmdeploy.cli import markdown_report
@@ -685,6 +692,8 @@ def _size(
         console.print(size_report.table(result))
         if batching is not None:
             console.print(f"batch limit (decided): {batching}")
+        if budget is not None:
+            console.print(f"token budget (decided): {budget}")
         if perf is not None:
             console.print(perf_report.table(perf))
     code = size_report.exit_code(result, perf)

@@ -28,6 +28,10 @@ def _config(c: Candidate) -> dict[str, Any]:
         "tp": values["hardware.tensorParallel"],
         "quantization": values["quantization"],
         "kv_cache_dtype": values["kvCacheDtype"],
+        # the batch limits each configuration is planned with (decided where the spec leaves
+        # them out: docs/performance-model.md, "Batch limits", "Token budget")
+        "max_num_seqs": c.sizing.max_num_seqs,
+        "max_num_batched_tokens": c.sizing.max_num_batched_tokens,
     }
 
 

@@ -274,6 +274,7 @@ def search(
     variant is simulated). ``progress(done, total)`` is called as variants are sized and
     simulated (total: variants to size plus those left to simulate)."""
     from llmdeploy.perf import api, inputs
+    from llmdeploy.perf.token_budget import decide_for_spec, most_kv
     from llmdeploy.sizing.requests import size_spec
 
     if rank_by not in RANKINGS:
@@ -297,7 +298,7 @@ def search(
     limits = {"max_replicas": ceiling_of, "gpu_limit": spec.cluster.gpu_limit}
     variants = list(_variants(spec, engines, _families(families), releases(spec, spec_dir)))
     report = progress or (lambda done, total: None)
-    sized: list[tuple[float, tuple[tuple[str, Any], ...], Spec, Sizing]] = []
+    sized: list[tuple[float, tuple[tuple[str, Any], ...], Spec, Sizing, Sizing]] = []
     tried = refused = not_fitting = not_modelled = 0
     for changes in variants:
         tried += 1
@@ -326,13 +327,18 @@ def search(
             not_modelled += 1
             continue
         node_price = sizing.instance.price_usd_hr or math.inf
+        # the bounds hold for whatever token budget the SLO decides below: the smallest
+        # candidate leaves the most KV cache
+        low = most_kv(variant, sizing, spec_dir)
         if rank_by == "usd-per-hour":
-            bound = node_price * fleet_nodes(sizing, max(1, sizing.replicas_for_slo or 1))
+            bound = node_price * fleet_nodes(sizing, max(1, low.replicas_for_slo or 1))
         elif rank_by == "usd-per-1m-tokens":
+            low_run = run if low is sizing else engine.engine_run(low, variant)
+            assert low_run is not None
             ceiling = api.throughput_ceiling(
                 inputs.hardware(sizing.instance),
                 inputs.geometry(sizing.request.architecture),
-                run.deployment,
+                low_run.deployment,
                 sizing.request.slo_input_tokens,
                 run.constants,
                 concurrency=sizing.request.slo_concurrent_requests,
@@ -341,16 +347,18 @@ def search(
             bound = price / (ceiling * 3600.0) * 1e6
         else:
             bound = 0.0
-        sized.append((bound, changes, variant, sizing))
+        sized.append((bound, changes, variant, sizing, low))
     sized.sort(key=lambda t: t[0])
     found: list[Candidate] = []
     done = 0
-    for bound, changes, variant, sizing in sized:
+    for bound, changes, variant, sizing, low in sized:
         best = sorted(c.metric(rank_by) for c in found if c.meets)
         if len(best) >= top and bound > best[top - 1]:
             break
         done += 1
         report(tried + done, tried + len(sized))
+        # the token budget its SLO decides (docs/performance-model.md, "Token budget")
+        variant, sizing, _ = decide_for_spec(variant, sizing, spec_dir, known=low)
         run = registry.get(variant.engine.type).engine_run(sizing, variant)
         perf = assess(sizing, run, variant, threshold=False)
         found.append(Candidate(changes, sizing, perf, **limits))

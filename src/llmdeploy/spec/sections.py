@@ -275,7 +275,12 @@ class Serving(SpecModel):
         None,
         ge=16,
         le=10_485_760,
-        description="Tokens per scheduler step (vLLM serve default 8192).",
+        description=(
+            "Tokens per scheduler step (vLLM --max-num-batched-tokens, TensorRT-LLM "
+            "max_num_tokens). Unset: the engine's default (vLLM serve 8192 on GPUs of 70 GiB "
+            "and more except A100, else 2048; TensorRT-LLM 8192), or the budget the latency "
+            "targets decide when another one needs fewer replicas."
+        ),
     )
     max_num_seqs: int | None = Field(
         None, ge=1, le=65_536, description="Max concurrent sequences/replica."

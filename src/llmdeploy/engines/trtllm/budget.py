@@ -20,7 +20,10 @@ from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.parallel import hopper
 from llmdeploy.sizing.types import MemoryBudget, SizingRequest
 
-ENGINE_MAX_NUM_TOKENS = 8192  # trtllm-build --max_num_tokens default (RN 0.11)
+# trtllm-build --max_num_tokens default (RN 0.11; BuildConfig.max_num_tokens,
+# tensorrt_llm/builder.py @ 008b2b8d), which trtllm-serve's --max_num_tokens takes as its own
+# (tensorrt_llm/commands/serve.py @ 00209af1, get_llm_args)
+ENGINE_MAX_NUM_TOKENS = 8192
 TOKENS_PER_BLOCK = 32  # LLM API KvCacheConfig.tokens_per_block default
 
 

@@ -31,6 +31,10 @@ def _batch_defaults(
     length: int,
     notes: list[str],
 ) -> tuple[int, int]:
+    # `vllm serve` (UsageContext.OPENAI_API_SERVER) without --max-num-batched-tokens: 8192 on a
+    # GPU of at least 70 GiB whose name lacks "a100", 2048 otherwise (vllm-project/vllm@v0.24.0
+    # vllm/engine/arg_utils.py EngineArgs.get_batch_defaults, PR #17885); the budget llmdeploy
+    # decides from the SLO arrives as req.max_num_batched_tokens (perf/token_budget.py)
     large = (
         facts.large_batch_defaults
         and total >= 70
