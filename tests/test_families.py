@@ -181,9 +181,11 @@ def test_bitsandbytes_is_gone_from_vllm_0_28() -> None:
 
 
 def test_mxfp4_padding_follows_the_moe_backend() -> None:
-    assert vf.mxfp4_align("0.10.1", 9)[1] == "Marlin"
-    assert vf.mxfp4_align("0.19.0", 9)[0] == (128, 256)  # Triton, Marlin padding as bound
-    assert vf.mxfp4_align("0.19.0", 10) == ((256, 256), "FlashInfer TRT-LLM")
+    assert vf.mxfp4_layout("0.10.1", 9) == vf.Mxfp4Layout((128, 256), "Marlin")
+    assert vf.mxfp4_layout("0.11.2", 9).backend == "Marlin"  # triton_kernels not in the wheel
+    assert vf.mxfp4_layout("0.12.0", 9) == vf.Mxfp4Layout((64, 1), "Triton", True)
+    assert vf.mxfp4_layout("0.19.0", 9) == vf.Mxfp4Layout((64, 1), "Triton", True, 64)
+    assert vf.mxfp4_layout("0.19.0", 10) == vf.Mxfp4Layout((256, 256), "FlashInfer TRT-LLM")
     b200 = _size("gpt-oss-20b", gpu="b200")
     h100 = _size("gpt-oss-20b")
     assert dict(b200.weights_breakdown_gib)["experts"] > dict(h100.weights_breakdown_gib)["experts"]

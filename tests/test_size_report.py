@@ -331,13 +331,15 @@ def test_expert_parallelism_holds_whole_experts_padded_as_on_one_gpu() -> None:
     one = out["weights_breakdown_gib"]["experts"]
     # the padding comes from the MoE backend, which the report names
     assert [a for a in out["assumptions"] if a.startswith("MXFP4 experts on the ")] == [
-        "MXFP4 experts on the Triton (Marlin padding as upper bound) MoE backend: padded to "
-        "(128, 256)"
+        "MXFP4 experts on the Triton MoE backend: padded to (64, 1), in triton_kernels' Hopper "
+        "layout"
     ]
     for tp in (2, 4):
         ep = _layout("gpt-oss-120b", "--tp", str(tp), "--expert-parallel")
         split = _layout("gpt-oss-120b", "--tp", str(tp))
-        assert ep["weights_breakdown_gib"]["experts"] == pytest.approx(one / tp, abs=1e-3)
+        # up to 2 MiB a tensor apart: each rank's stacked tensors round to their own blocks
+        blocks = 36 * 8 * 2 / 1024
+        assert ep["weights_breakdown_gib"]["experts"] == pytest.approx(one / tp, abs=blocks)
         assert split["weights_breakdown_gib"]["experts"] > one / tp + 0.5
 
 

@@ -13,7 +13,7 @@ from llmdeploy.catalog.architecture import CheckpointQuant
 from llmdeploy.catalog.models import load_architecture
 from llmdeploy.catalog.quant import quant_from_config
 from llmdeploy.engines.vllm import facts as vf
-from llmdeploy.sizing import allocator, calculator, requests
+from llmdeploy.sizing import allocator, calculator, mxfp4, requests
 from llmdeploy.sizing import kv as kvm
 from llmdeploy.sizing import memory as mem
 from llmdeploy.sizing.types import SizingRequest
@@ -303,3 +303,127 @@ def test_model_runner_v1_subtracts_its_profiled_graph_estimate_not_the_pool() ->
         dataclasses.replace(h200, architecture=load_architecture("llama-3.1-8b"))
     )
     assert v2.cudagraph_gib == pytest.approx(0.6 + 0.015 * 32)  # the pool, outside the budget
+
+
+# --- gpt-oss experts on the Triton MXFP4 backend (Hopper) --------------------------------------
+
+
+def test_gpt_oss_experts_as_the_triton_backend_holds_them_on_hopper() -> None:
+    """vllm-project/vllm@v0.24.0 (read in its wheel): ``GptOssMxfp4MoEMethod.create_weights``
+    (model_executor/layers/quantization/mxfp4.py:183-262) makes uint8 ``w13_weight``
+    (E, 2I, H/2), ``w2_weight`` (E, H, I/2), their scales (E, 2I, H/32), (E, H, I/32) and bf16
+    biases, I padded to 64 for Triton (fused_moe/oracle/mxfp4.py:633-665). The Triton branch
+    of ``convert_gpt_oss_weight_to_mxfp4_moe_kernel_format`` (oracle/mxfp4.py:1123-1157)
+    casts the biases to float32, swizzles weights and scales (quantization/utils/
+    mxfp4_utils.py:36-103 ``_swizzle_mxfp4``: on Hopper with torch >= 2.8.1 triton_kernels'
+    HopperMXValueLayout and HopperMXScaleLayout, num_warps 8) and deletes the loaded weights
+    only: ``layer.w13_weight_scale`` stays (``get_fused_moe_quant_config``, mxfp4.py:396).
+    third_party/triton_kernels/tensor_details/layout_details/hopper_value.py:140 pads a
+    value matrix to rows % 16 and K % 32 bytes; hopper_scale.py:25 a scale matrix to rows %
+    (2 x 8 x 2 x 8 = 256) and K % 2. All of it runs in process_weights_after_loading, inside
+    DeviceMemoryProfiler and the 20 MiB max_split scope, and only the tensors still held at
+    the end are counted."""
+    assert vf.mxfp4_layout("0.24.0", 9) == vf.Mxfp4Layout((64, 1), "Triton", True)
+    # gpt-oss-20b, one rank of TP 1: E 32, H 2880, I 2880 (already a multiple of 64)
+    held = mxfp4.triton_hopper_tensors(32, 2880, 2880, bias=True)
+    assert held == (
+        32 * 5760 * 1440,  # w13 values: 5760 % 16 == 0, 1440 % 32 == 0: no padding
+        32 * 2880 * 1440,  # w2 values
+        32 * 5760 * 90,  # loaded w13 scales (kept)
+        32 * 2880 * 90,  # loaded w2 scales (kept)
+        32 * 5888 * 90,  # swizzled w13 scales: 5760 -> 5888 rows
+        32 * 3072 * 90,  # swizzled w2 scales: 2880 -> 3072 rows
+        32 * 5760 * 4,  # float32 biases
+        32 * 2880 * 4,
+    )
+    # TP 2: I 1440 -> 1472 (vLLM pads to 64), w2's scale K 46 (even), rows 2944 -> 3072
+    tp2 = mxfp4.triton_hopper_tensors(32, 2880, 1472, bias=True)
+    assert tp2[4:6] == (32 * 3072 * 90, 32 * 3072 * 46)
+    assert mxfp4.triton_hopper_tensors(2, 100, 96, bias=False)[:2] == (
+        2 * 192 * 64,  # w13: H 100 -> 128 values (64 bytes), 192 rows
+        2 * 112 * 128 // 2,  # w2: H 100 -> 112 rows, I 96 -> 128 values (64 bytes)
+    )
+    # as the allocator counts them under max_split_size_mb:20 (sizing/allocator.py): the
+    # values hold whole 2 MiB-rounded blocks (254 and 128 MiB), the 15.82 MiB loaded w13
+    # scale its 16 MiB block; the rest is counted as allocated
+    split = vf.load_max_split_bytes("0.24.0")
+    blocks = [allocator.load_block_bytes(t, split) for t in held]
+    assert blocks[:3] == [254 * MIB, 128 * MIB, 16 * MIB]
+    assert blocks[3:] == [float(t) for t in held[3:]]
+    goss = load_architecture("geometries/goss", base_dir=CALIBRATION.parent)
+    assert vf.rope_cache_fp32(goss)  # models/gpt_oss.py:90 get_rope(dtype=torch.float32)
+    assert not vf.rope_cache_fp32(load_architecture("llama-3.1-8b"))
+    req = dataclasses.replace(
+        requests.request_from_options("gpt-oss-20b", gpu="h200"),
+        architecture=goss,
+        engine_version="0.24.0",
+        max_model_len=8192,
+    )
+    got = calculator.compute(req)
+    experts = dict(got.weights_breakdown_gib)["experts"]
+    assert experts == pytest.approx(24 * sum(blocks) / mem.GIB, abs=1e-4)
+    # the rotary cache: 4096 x 32 (YaRN) positions x 64 in float32 (rotary_embedding/base.py:61)
+    rope = dict(got.weights_breakdown_gib)["rope_cache"]
+    assert rope == pytest.approx(131072 * 64 * 4 / mem.GIB, abs=1e-4)
+    # our H200 run (h200-vllm0240-goss-gmu092-len8192): "Model loading took 13.58 GiB";
+    # Marlin's padding, the bound used before, gave 13.77 (+1.4 %)
+    assert got.weights_gib_per_gpu == pytest.approx(13.58, rel=0.001)
+    marlin = mem.Sharding(tp=1, load_max_split=split)
+    bound = sum(mem.weight_breakdown(goss, goss.quantization, 1, sharding=marlin).values())
+    assert bound / mem.GIB == pytest.approx(13.77, abs=0.005)
+
+
+def test_vllm_0_17_to_0_21_triton_kernels_pre_pads_the_values_to_64() -> None:
+    """The triton_kernels vendored in vLLM 0.19.0 (read in its wheel, vllm-project/vllm@v0.19.0
+    vllm/third_party/triton_kernels/tensor_details/layout_details/hopper_value.py:128-134)
+    pads both dims of each value matrix to 64 before the layout's own padding ("Pre-pad both
+    matrix dims to multiples of 64"); the 0.17.0, 0.18.0 and 0.21.0 wheels have it, 0.16.0,
+    0.22.0, 0.23.0 and 0.24.0 do not. gpt-oss-20b at TP 2 (I 1440 -> 1472 a rank): w13's
+    1440 bytes of inputs become 1472, w2's 736 become 768; the scales are as at 0.24.0."""
+    assert vf.mxfp4_layout("0.19.0", 9).value_prepad == 64
+    assert vf.mxfp4_layout("0.17.0", 9).value_prepad == 64
+    assert vf.mxfp4_layout("0.16.0", 9).value_prepad == 1
+    assert vf.mxfp4_layout("0.22.0", 9).value_prepad == 1
+    at_024 = mxfp4.triton_hopper_tensors(32, 2880, 1472, bias=True)
+    at_019 = mxfp4.triton_hopper_tensors(32, 2880, 1472, bias=True, prepad=64)
+    assert at_024[:2] == (32 * 2944 * 1440, 32 * 2880 * 736)
+    assert at_019[:2] == (32 * 2944 * 1472, 32 * 2880 * 768)
+    assert at_019[2:] == at_024[2:]
+    # llmd-v0190-gpt-oss-20b-h100-tp2 logged "Model loading took 7.01 GiB" (torch's default
+    # max_split_size at 0.19.0: the 67.5 MiB w2 holds its 68 MiB block, w13 is split)
+    rows = {str(c["id"]): c for c in REPORT_CASES}
+    assert rows["llmd-v0190-gpt-oss-20b-h100-tp2"]["weights_gib"] == 7.01
+    req = requests.request_from_options("gpt-oss-20b", gpu="h100", tp=2)
+    got = calculator.compute(dataclasses.replace(req, engine_version="0.19.0"))
+    assert got.weights_gib_per_gpu == pytest.approx(7.01, rel=0.002)
+    blocks = [allocator.load_block_bytes(t, allocator.NO_MAX_SPLIT) for t in at_019]
+    assert blocks[1] == 68 * MIB
+    experts = dict(got.weights_breakdown_gib)["experts"]
+    assert experts == pytest.approx(24 * sum(blocks) / mem.GIB, abs=1e-4)
+    # without the pre-pad 24 x 5.5625 MiB less (as blocks): 6.89 GiB, -1.7 %
+    unpadded = sum(allocator.load_block_bytes(t, allocator.NO_MAX_SPLIT) for t in at_024)
+    assert 24 * (sum(blocks) - unpadded) == 24 * 5.5625 * MIB
+
+
+def test_gpt_oss_on_hopper_before_vllm_0_12_is_sized_as_marlin() -> None:
+    """vLLM ships triton_kernels in vllm/third_party from 0.12.0 (vllm-project/vllm#28788,
+    vllm/utils/import_utils.py ``import_triton_kernels`` falls back to it); before, a pip
+    install had none ("users have to install triton_kernels manually", #27370) and Hopper
+    ran Marlin (pads I to 128, H to 256): gpt-oss-120b on an H100 logged 65.97 GiB on 0.10.1
+    (issue23278). From 0.12 the Triton layout: 64.38 GiB logged on 0.14.1 (issue33155)."""
+    assert vf.mxfp4_layout("0.11.2", 9) == vf.Mxfp4Layout((128, 256), "Marlin")
+    assert vf.mxfp4_layout("0.24.0", 8).backend == "Marlin"  # A100: below Hopper
+    rows = {str(c["id"]): c for c in REPORT_CASES}
+    for cid, logged in (
+        ("issue23278-gpt-oss-120b-h100-tp1-fail", 65.97),
+        ("issue33155-gpt-oss-120b-h100-tp1-v0141", 64.38),
+    ):
+        case = rows[cid]
+        version = str(case["vllm_version"] or case["inferred"]["vllm_version"])
+        arch = load_architecture(str(case["model"]))
+        req = dataclasses.replace(
+            requests.request_from_options(str(case["model"]), gpu="h100"),
+            architecture=arch,
+            engine_version=version,
+        )
+        assert calculator.compute(req).weights_gib_per_gpu == pytest.approx(logged, rel=0.001)

@@ -22,6 +22,7 @@ from llmdeploy.catalog.architecture import (
     ssm_params,
 )
 from llmdeploy.sizing.allocator import load_block_bytes
+from llmdeploy.sizing.mxfp4 import triton_hopper_tensors
 
 GIB = 1 << 30
 DTYPE_BYTES = 2  # vLLM dtype "auto" runs fp32 checkpoints in 16-bit too (vllm.md §3)
@@ -86,22 +87,29 @@ class Sharding:
     experts are spread over (TP x DP: vLLM flattens the MoE TP group over the data-parallel
     ranks, or places whole experts with --enable-expert-parallel); ``expert_parallel``: whole
     experts per rank instead of slices; ``mxfp4_align``: (intermediate, hidden) multiples the
-    MXFP4 MoE kernel pads to; ``parallel_embedding``: False for TensorRT-LLM's replicated
-    input embedding; ``encoder_tp``: ranks the vision tower is split over (1: replicated);
+    MXFP4 MoE kernel pads to; ``mxfp4_hopper_swizzle``: the experts are held in the Triton
+    backend's Hopper layout (``sizing/mxfp4.py``) instead of as created, its values first
+    padded to ``mxfp4_value_prepad``;
+    ``parallel_embedding``: False for TensorRT-LLM's replicated input embedding;
+    ``encoder_tp``: ranks the vision tower is split over (1: replicated);
     ``group_zero_bytes``: bytes per (group x output channel) zero point that the dense linear
     kernel keeps where it unpacks the checkpoint's packed zero points (None: as stored);
     ``load_max_split``: the caching allocator's ``max_split_size`` in bytes while the engine
     loads the weights, which makes the large weight tensors count as whole blocks
-    (``allocator.load_block_bytes``; 0: counted as their size)."""
+    (``allocator.load_block_bytes``; 0: counted as their size); ``rope_fp32``: the engine builds
+    the rotary cache in float32 whatever the model dtype."""
 
     tp: int = 1
     moe: int = 0
     expert_parallel: bool = False
     mxfp4_align: tuple[int, int] = (128, 256)
+    mxfp4_hopper_swizzle: bool = False
+    mxfp4_value_prepad: int = 1
     parallel_embedding: bool = True
     encoder_tp: int = 0
     group_zero_bytes: float | None = None
     load_max_split: int = 0
+    rope_fp32: bool = False
 
     @property
     def moe_ranks(self) -> int:
@@ -225,6 +233,11 @@ def _expert_bytes(a: Architecture, q: CheckpointQuant | None, s: Sharding, dt: i
     hh = float(h)
     if q is not None and q.method == "mxfp4" and share:
         im, hh = round_up(math.ceil(im), s.mxfp4_align[0]), round_up(h, s.mxfp4_align[1])
+        if s.mxfp4_hopper_swizzle and share == 1:
+            held = triton_hopper_tensors(
+                experts, int(hh), int(im), a.expert_bias, s.mxfp4_value_prepad
+            )
+            return sum(s.block(t) for t in held)
     total = experts * _mlp_bytes(hh, im, q, share, dt, a.gated_mlp)
     if share in (0.0, 1.0):  # w13 and w2 each one tensor over the local experts (fused MoE)
         per = q.weight_bits / 8 if q is not None and share else dt
@@ -301,8 +314,9 @@ def weight_breakdown(
         ranks = 1 if enc.replicated else (s.encoder_tp or tp)
         per = _per_element(q, frac("vision"), dt)
         out["vision"] = out.get("vision", 0.0) + enc.params * per / ranks
-    # rotary cos/sin caches: positions x rotary_dim in the model dtype, one per distinct rope
-    out["rope_cache"] = a.rope_cache_elements * dt
+    # rotary cos/sin caches: positions x rotary_dim in the model dtype (or float32 where the
+    # engine builds it so), one per distinct rope
+    out["rope_cache"] = a.rope_cache_elements * (4 if s.rope_fp32 else dt)
     return out
 
 

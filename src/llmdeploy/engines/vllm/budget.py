@@ -133,9 +133,12 @@ def vllm_budget(
     reasons.extend(mm.problems)
     notes.extend(mm.notes)
     loaded = dataclasses.replace(arch, encoders=mm.encoders) if arch.encoders else arch
-    align, backend = vf.mxfp4_align(version, cc)
+    layout = vf.mxfp4_layout(version, cc)
     if quant is not None and quant.method == "mxfp4":
-        notes.append(f"MXFP4 experts on the {backend} MoE backend: padded to {align}")
+        swizzle = ", in triton_kernels' Hopper layout" if layout.hopper_swizzle else ""
+        notes.append(
+            f"MXFP4 experts on the {layout.backend} MoE backend: padded to {layout.align}{swizzle}"
+        )
     ep = req.expert_parallel and arch.is_moe and tp * dp > 1
     zeros = vf.group_zero_bytes(version, cc, quant)
     if zeros is not None:
@@ -144,10 +147,13 @@ def vllm_budget(
         tp=tp,
         moe=tp * dp,
         expert_parallel=ep,
-        mxfp4_align=align,
+        mxfp4_align=layout.align,
+        mxfp4_hopper_swizzle=layout.hopper_swizzle,
+        mxfp4_value_prepad=layout.value_prepad,
         encoder_tp=mm.encoder_tp,
         group_zero_bytes=zeros,
         load_max_split=vf.load_max_split_bytes(version),
+        rope_fp32=vf.rope_cache_fp32(arch),
     )
     stage = {"first_stage": req.first_stage, "last_stage": req.last_stage}
     parts = mem.weight_breakdown(loaded, quant, tp, dt=dt, sharding=sharding, **stage)

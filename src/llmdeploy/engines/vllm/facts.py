@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from llmdeploy.catalog.architecture import Architecture, CheckpointQuant
 from llmdeploy.engines.vllm.flags import Version, parse_version
+from llmdeploy.sizing import mxfp4
 from llmdeploy.sizing.allocator import NO_MAX_SPLIT
 
 __all__ = ["parse_version"]
@@ -178,20 +179,52 @@ def group_ratio(version: str) -> float | None:
     return 1.25 if v < (0, 18, 0) else 1.5
 
 
-def mxfp4_align(version: str, cc_major: int) -> tuple[tuple[int, int], str]:
-    """(intermediate, hidden) multiples the MXFP4 MoE kernel pads expert weights to, and the
-    backend: FlashInfer TRT-LLM on Blackwell (256/256), Marlin below Hopper and on Hopper before
-    0.10.2 (128/256), Triton on Hopper from 0.10.2 (quantization/mxfp4.py get_mxfp4_backend;
-    fused_moe/oracle/mxfp4.py). vLLM pads Triton's intermediate to 64 only, but triton_kernels'
-    Hopper layout adds its own padding (logged 7.01 GiB for gpt-oss-20b TP 2, 64.38 for
-    gpt-oss-120b, between the unpadded 6.53 / 60.78 and Marlin's 7.08 / 65.91): Marlin's
-    padding is used as the upper bound."""
+def rope_cache_fp32(arch: Architecture) -> bool:
+    """vLLM builds gpt-oss's rotary cache in float32 (models/gpt_oss.py ``OAIAttention``:
+    ``get_rope(..., dtype=torch.float32)``; rotary_embedding/base.py ``cache.to(dtype)``), every
+    other model's in the model dtype."""
+    return arch.model_type == "gpt_oss"
+
+
+TRITON_KERNELS_VENDORED = (0, 12, 0)  # first release with vllm/third_party/triton_kernels
+PREPAD_FROM, PREPAD_UNTIL = (0, 17, 0), (0, 22, 0)  # its values pre-padded to 64 (sizing/mxfp4)
+
+
+@dataclass(frozen=True)
+class Mxfp4Layout:
+    """How vLLM holds MXFP4 experts: ``align`` (intermediate, hidden) multiples the kernel
+    pads to, the ``backend`` name, and ``hopper_swizzle`` where the Triton backend keeps them
+    in triton_kernels' Hopper layout (sizing/mxfp4.py), ``value_prepad`` the multiple its
+    values are first padded to."""
+
+    align: tuple[int, int]
+    backend: str
+    hopper_swizzle: bool = False
+    value_prepad: int = 1
+
+
+def mxfp4_layout(version: str, cc_major: int) -> Mxfp4Layout:
+    """The MXFP4 MoE backend and its layout: FlashInfer TRT-LLM on Blackwell (256/256); on
+    Hopper Triton where triton_kernels can be imported (quantization/mxfp4.py
+    get_mxfp4_backend from 0.10.2; 0.24.0 fused_moe/oracle/mxfp4.py select_mxfp4_moe_backend),
+    Marlin otherwise and below Hopper (128/256). vLLM ships triton_kernels in
+    vllm/third_party from 0.12.0 (vllm-project/vllm#28788, after 0.11.2); before that a pip
+    install had to add it by hand (#27370: "users have to install triton_kernels manually"), so
+    0.10.2 to 0.11.x are sized as Marlin, as their logs on an H100 show (65.97 GiB for
+    gpt-oss-120b). Triton pads the intermediate to 64 and not the hidden size
+    (``mxfp4_round_up_hidden_size_and_intermediate_size``), then its Hopper swizzle pads and
+    keeps the loaded scales beside swizzled copies (sizing/mxfp4.py; on torch >= 2.8.1, which
+    every release from 0.11.1 requires): gpt-oss-20b on an H200 at 0.24.0 logged 13.58 GiB,
+    gpt-oss-120b on an H100 at 0.14.1 64.38. The triton_kernels vendored in 0.17.0 to 0.21.x
+    first pads the values to 64 (read in the 0.17.0, 0.18.0, 0.19.0 and 0.21.0 wheels; not in
+    0.16.0, 0.22.0, 0.23.0, 0.24.0): gpt-oss-20b at TP 2 on 0.19.0 logged 7.01."""
     v = parse_version(version)
     if cc_major >= 10:
-        return (256, 256), "FlashInfer TRT-LLM"
-    if cc_major == 9 and v >= (0, 10, 2):
-        return (128, 256), "Triton (Marlin padding as upper bound)"
-    return (128, 256), "Marlin"
+        return Mxfp4Layout((256, 256), "FlashInfer TRT-LLM")
+    if cc_major == 9 and v >= TRITON_KERNELS_VENDORED:
+        prepad = mxfp4.VALUE_PREPAD if PREPAD_FROM <= v < PREPAD_UNTIL else 1
+        return Mxfp4Layout((mxfp4.INTERMEDIATE_ALIGN, 1), "Triton", True, prepad)
+    return Mxfp4Layout((128, 256), "Marlin")
 
 
 # vLLM 0.24.0 model_executor/models/gemma4_mm.py get_mm_max_tokens_per_item: a video item is up
