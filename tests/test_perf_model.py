@@ -330,9 +330,15 @@ def test_max_concurrency_meeting() -> None:
 
     tight, loose = best(400, 8, 0.1), best(2000, 20, 0.1)
     assert 1 <= tight <= loose
-    e = _est(H100, LLAMA8B, dep, Workload(512, 256, concurrency=tight))
+    # judged at the load the search judges: a steady mix (perf.workloads), not a plain loop
+    from llmdeploy.perf import workloads
+
+    def steady(c: int) -> Workload:
+        return workloads.workload("steady", 512, 256, concurrency=c)
+
+    e = _est(H100, LLAMA8B, dep, steady(tight))
     assert e.itl_p99_ms <= 8 / 1.1 and e.ttft_p99_ms <= 400 / 1.1
-    over = _est(H100, LLAMA8B, dep, Workload(512, 256, concurrency=tight + 1))
+    over = _est(H100, LLAMA8B, dep, steady(tight + 1))
     assert over.itl_p99_ms > 8 / 1.1 or over.ttft_p99_ms > 400 / 1.1
     assert best(1, 1, None) == 0
     assert best(2000, 20, None) <= loose  # the default margin is the calibration error
