@@ -409,6 +409,9 @@ def table(
         groups += [
             (s, [r for r in mrows if r.source == s]) for s in sorted({r.source for r in mrows})
         ]
+        # issue 22's yardstick: our own H200 arrival-pattern runs, one pattern at a time
+        ours = [r for r in mrows if r.source.startswith(ARRIVAL_RUNS)]
+        groups += [(f"H200 arrivals, {a}", [r for r in ours if r.arrival == a]) for a in ARRIVALS]
         for group, grows in groups:
             if not grows:
                 continue
@@ -420,6 +423,10 @@ def table(
                     entry["cv_rows"] = len(errs)
             out.append(entry)
     return out
+
+
+# the arrival-pattern files measured by llmdeploy's developers (scripts/gpu_ingest.py)
+ARRIVAL_RUNS = "h200-vllm-0.24.0-arrivals"
 
 
 def _pct(value: float | None) -> str:
