@@ -139,6 +139,7 @@ def test_a_quick_run_reports_the_figures_it_measured(
     monkeypatch.setattr(bench, "importtime", importtime)
     monkeypatch.setattr(bench, "write_fleet", write_fleet)
     monkeypatch.setattr(bench, "find_kubectl", lambda install: ("kubectl", ""))
+    monkeypatch.setattr(bench, "compile_bytecode", lambda where: f"bytecode: compiled in {where}")
     monkeypatch.setattr(bench, "tool_version", lambda cmd: "Client Version: v1.34.0")
     monkeypatch.setattr(
         bench, "renders", lambda name: "SpecError: x" if name == "gpt-oss-20b-vllm-g6e" else ""
@@ -148,6 +149,7 @@ def test_a_quick_run_reports_the_figures_it_measured(
     assert bench.main([*argv, "--json", str(samples)]) == 0
     out = capsys.readouterr().out
     assert "- kubectl: Client Version: v1.34.0" in out
+    assert f"- bytecode: compiled in {REPO / 'src' / 'llmdeploy'}" in out
     for row in (
         "| llmdeploy --version | 1 | 0.100 | 0.100 | 0.100 | - | 0.080 | 16 |",
         "| size --model llama-3-70b --instance p4d.24xlarge --tp 4 --json | 1 | 0.300 |",
@@ -191,6 +193,20 @@ def test_a_quick_run_reports_the_figures_it_measured(
     assert seen[fleet_at[0] + 1][-1] == seen[fleet_at[0]][-1]
     recorded = json.loads(samples.read_text())
     assert recorded["plan --preset llama3-70b-vllm-p4d"]["samples"][0]["wall"] == 1.25
+
+
+def test_bytecode_is_compiled_before_timing(bench: ModuleType, tmp_path: Path) -> None:
+    """Timed runs must not compile llmdeploy from source (an editable install under
+    PYTHONDONTWRITEBYTECODE would on every run): the benchmark writes the .pyc files first."""
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("X = 1\n")
+    (pkg / "sub" / "mod.py").write_text("Y = 2\n")
+    line = bench.compile_bytecode(pkg)
+    assert line.startswith(f"bytecode: compiled in {pkg} before timing")
+    assert "(2 .pyc files written;" in line
+    assert len(list(pkg.rglob("__pycache__/*.pyc"))) == 2
+    assert "(0 .pyc files written;" in bench.compile_bytecode(pkg)  # already compiled
 
 
 def test_fleet_kustomize_builds_every_folder(bench: ModuleType, tmp_path: Path) -> None:
