@@ -207,19 +207,87 @@ def test_fast_path_reads_every_scalar_as_ruamel_does(values: list[str]) -> None:
         lines.append(f"k{i}: {v}")
         lines.append(f"q{i}: {json.dumps(v)}")
     text = "\n".join(lines) + "\n"
-    fast = fast_parse(text)
+    where: dict[tuple[str | int, ...], tuple[int, int]] = {}
+    fast = fast_parse(text, where)
     if fast is None:
         return
     try:
-        slow, _ = parse_yaml(text, "s.yaml")
+        slow, positions = parse_yaml(text, "s.yaml")
     except SpecError:
         pytest.fail(f"fast path accepted what ruamel refuses: {text!r}")
+    assert where in ({}, positions), text  # {}: an empty value, positions left to ruamel
     assert fast.keys() == slow.keys()
     for key in fast:
         sv = slow[key]
         sv = int(sv) if type(sv).__name__.endswith("Int") else sv
         sv = float(sv) if type(sv).__name__ == "ScalarFloat" else sv
         assert _plain_equal(fast[key], sv), (key, fast[key], slow[key], text)
+
+
+_KEYS = st.sampled_from(["a", "b", "engine", "extraArgs", "x-y", "k 1", "'q'"])
+_LEAVES = st.sampled_from(["1", "v", '"two words"', "'s'", "[]", "{}", "[1, x]", "{k: v}", "~"])
+
+
+def _block(depth: int) -> st.SearchStrategy[list[str]]:
+    """Lines of a block mapping or sequence (indent 0), with nested blocks, flow collections,
+    comments, blank lines and plain scalars that continue on the next line."""
+    value = _LEAVES.map(lambda v: [v])
+    if depth > 0:
+        nested = _block(depth - 1).map(lambda ls: ["", *("  " + ln for ln in ls)])
+        value = value | nested | _LEAVES.map(lambda v: [v + " # note"])
+        value = value | st.just(["long", "  words continued"])
+
+    def entry(key: str, lines: list[str], seq: bool) -> list[str]:
+        head = "-" if seq else f"{key}:"
+        first, rest = lines[0], lines[1:]
+        if seq and first == "" and rest:  # a mapping item of a sequence starts on its dash
+            return [f"- {rest[0].strip()}", *rest[1:]]
+        return [f"{head} {first}".rstrip(), *rest]
+
+    mapping = st.lists(st.tuples(_KEYS, value), min_size=1, max_size=4, unique_by=lambda t: t[0])
+    seq = st.lists(value, min_size=1, max_size=3)
+    as_map = mapping.map(lambda kv: [ln for k, v in kv for ln in entry(k, v, False)])
+    as_seq = seq.map(lambda vs: [ln for v in vs for ln in entry("", v, True)])
+    return as_map | as_seq if depth < 3 else as_map
+
+
+@settings(max_examples=300, deadline=None)
+@given(_block(3), st.booleans())
+def test_fast_path_positions_are_ruamels(lines: list[str], comment: bool) -> None:
+    """Where the fast path reads a spec, it records the same line and column for every key and
+    value as ruamel does, so a note on a spec it read is placed where the careful path would."""
+    text = ("# a spec\n\n" if comment else "") + "\n".join(lines) + "\n"
+    where: dict[tuple[str | int, ...], tuple[int, int]] = {}
+    if fast_parse(text, where) is None:
+        return
+    _, positions = parse_yaml(text, "s.yaml")
+    assert where in ({}, positions), text  # {}: an empty value, positions left to ruamel
+
+
+def test_an_empty_value_leaves_the_positions_to_ruamel() -> None:
+    # ruamel places `k:`'s null on the next node's line, libyaml after the colon
+    where: dict[tuple[str | int, ...], tuple[int, int]] = {}
+    assert fast_parse("apiVersion: v\nk:\nq: 1\n", where) == {"apiVersion": "v", "k": None, "q": 1}
+    assert where == {}
+    assert parse_yaml("apiVersion: v\nk:\nq: 1\n", "s.yaml")[1][("k",)] == (3, 1)
+    assert fast_parse("apiVersion: v\nq: 1\n", where) is not None
+    assert where == {("apiVersion",): (1, 13), ("apiVersion", "<key>"): (1, 1), ("q",): (2, 4),
+                     ("q", "<key>"): (2, 1)}  # fmt: skip
+
+
+def test_fast_path_positions_on_every_shipped_spec() -> None:
+    repo = Path(__file__).resolve().parents[1]
+    files = [*repo.glob("presets/*.yaml"), *repo.glob("tests/golden/*/spec.yaml")]
+    files += [*repo.glob("docs/**/*.yaml"), *repo.glob("tests/data/**/*.yaml")]
+    read = 0
+    for path in sorted(files):
+        text = path.read_text()
+        where: dict[tuple[str | int, ...], tuple[int, int]] = {}
+        if fast_parse(text, where) is None:
+            continue
+        read += 1
+        assert where == parse_yaml(text, path.name)[1], path
+    assert read >= 40  # the presets and goldens at least
 
 
 def test_fast_path_is_taken_for_the_presets() -> None:

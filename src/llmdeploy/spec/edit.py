@@ -22,7 +22,7 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
-from llmdeploy.spec.load import _yaml
+from llmdeploy.spec.careful_yaml import _yaml
 
 __all__ = ["with_changes"]
 

@@ -67,13 +67,38 @@ def _scalar(node: Any) -> Any:
     return value
 
 
-def _convert(node: Any, depth: int) -> Any:
+Positions = dict[tuple[str | int, ...], tuple[int, int]]
+
+
+def _at(node: Any) -> tuple[int, int]:
+    mark = node.start_mark
+    return mark.line + 1, mark.column + 1
+
+
+class _Where:
+    """Where each value (and each key, as ``(*path, "<key>")``) starts, as
+    :func:`llmdeploy.spec.careful_yaml.parse_yaml` records ruamel's positions. ``exact`` turns
+    False at an empty value (``key:`` with nothing after it), which ruamel places on the next
+    node's line: the positions are then left to ruamel."""
+
+    def __init__(self) -> None:
+        self.at: Positions = {}
+        self.exact = True
+
+
+def _convert(node: Any, depth: int, path: tuple[str | int, ...], where: _Where) -> Any:
     if depth > 16:
         raise _Fallback
     if isinstance(node, yaml.ScalarNode):
+        if not node.value and not node.style:
+            where.exact = False
         return _scalar(node)
     if isinstance(node, yaml.SequenceNode):
-        return [_convert(item, depth + 1) for item in node.value]
+        items = []
+        for index, item in enumerate(node.value):
+            where.at.setdefault((*path, index), _at(item))
+            items.append(_convert(item, depth + 1, (*path, index), where))
+        return items
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -82,13 +107,19 @@ def _convert(node: Any, depth: int) -> Any:
             key = _scalar(key_node)
             if not isinstance(key, str) or key in out:
                 raise _Fallback
-            out[key] = _convert(value_node, depth + 1)
+            child = (*path, key)
+            where.at.setdefault(child, _at(value_node))
+            where.at.setdefault((*child, "<key>"), _at(key_node))
+            out[key] = _convert(value_node, depth + 1, child, where)
         return out
     raise _Fallback
 
 
-def fast_parse(text: str) -> dict[str, Any] | None:
-    """The document as plain data, or None when the careful (ruamel) path must read it."""
+def fast_parse(text: str, positions: Positions | None = None) -> dict[str, Any] | None:
+    """The document as plain data, or None when the careful (ruamel) path must read it.
+    ``positions``, when given, receives the line and column of every value and key (the same
+    as ruamel's: ``tests/test_load.py`` compares them), so a spec read here can be given a
+    located note without parsing it again; it stays empty where they could differ."""
     if _Loader is None or any(c in text for c in _UNSAFE_CHARS):
         return None
     if text.count("[") + text.count("{") > MAX_FLOW:
@@ -101,7 +132,12 @@ def fast_parse(text: str) -> dict[str, Any] | None:
             return None
     try:
         node = yaml.compose(text, Loader=_Loader)
-        data = _convert(node, 0) if node is not None else None
+        where = _Where()
+        data = _convert(node, 0, (), where) if node is not None else None
     except (yaml.YAMLError, _Fallback, RecursionError, ValueError):
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    if positions is not None and where.exact:
+        positions.update(where.at)
+    return data
