@@ -43,7 +43,6 @@ RUNTIME_IMPORTS = (
     "pydantic",
     "jinja2",
     "yaml",
-    "ruamel.yaml",
     "jsonschema_rs",
     "cel_expr_python.cel",
 )
@@ -64,7 +63,7 @@ IMPORT_CASES: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     (("--version",), ("pydantic", "llmdeploy.spec", "llmdeploy.perf", *VALIDATORS)),
     (("size", *QUICK_SIZE_ARGS, "--json"), ("pydantic", "ruamel", "llmdeploy.spec", *VALIDATORS)),
     (("size", "--preset", PRESET), ("jinja2", *VALIDATORS)),
-    (("render", "--preset", PRESET, "-o", "{out}"), ()),
+    (("render", "--preset", PRESET, "-o", "{out}"), ("ruamel", "jsonschema", "celpy")),
     (
         ("validate", "{rendered}"),
         ("llmdeploy.perf", "llmdeploy.sizing", "llmdeploy.plan", "jinja2"),
