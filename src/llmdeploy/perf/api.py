@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import math
 
-from llmdeploy.perf import workloads
+from llmdeploy.perf import fast, workloads
 from llmdeploy.perf.sim import SimInput, SimResult, simulate
 from llmdeploy.perf.step import StepModel, build_step_model
 from llmdeploy.perf.types import (
@@ -75,6 +75,36 @@ def _breakdown(sm: StepModel, b: float, ctx: float, pf: float) -> tuple[tuple[st
     return tuple((k, v / total) for k, v in parts.items())
 
 
+def sim_input(dep: Deployment, workload: Workload, c: Constants) -> SimInput:
+    """The simulation's input for one load point (``c``: the constants as :func:`_constants`
+    adjusts them)."""
+    return SimInput(
+        input_tokens=max(1.0, workload.input_tokens),
+        output_tokens=max(1.0, workload.output_tokens),
+        length_cv=max(0.0, workload.length_cv),
+        concurrency=workload.concurrency,
+        request_rate=workload.request_rate,
+        num_requests=workload.num_requests,
+        max_num_batched_tokens=dep.max_num_batched_tokens,
+        max_num_seqs=dep.max_num_seqs,
+        kv_capacity_tokens=dep.kv_capacity_tokens,
+        reserve_kv=dep.kv_admission == "reserve",
+        pre_engine_s=c.ttft_overhead_ms / 1000.0,
+        frontend_request_s=c.request_overhead_ms / 1000.0,
+        frontend_token_s=c.stream_token_us * 1e-6,
+        output_spread=max(0.0, min(0.95, workload.output_spread)),
+        stagger=workload.concurrency is not None and workload.output_spread > 0.0,
+        skip_warmup=workload.skip_warmup,
+        cached_requests=workload.cached_requests,
+        lookahead=c.host_overlap,
+        stagger_s=workload.stagger_s,
+    )
+
+
+# The load searches decide a probe without the simulation where perf.fast says the answer is
+# certain (tests/test_perf_fast.py proves the same verdicts with this off).
+FAST_VERDICTS = True
+
 # The simulation is deterministic and its inputs are frozen (hashable) dataclasses: a load
 # point computed once is reused, within one verdict (the searches over the load revisit
 # points) and across the specs of a fleet that share a configuration.
@@ -95,27 +125,7 @@ def estimate(
     c = _constants(dep, constants)
     sm = build_step_model(hw, model, dep, c)
     reserve = dep.kv_admission == "reserve"
-    si = SimInput(
-        input_tokens=max(1.0, workload.input_tokens),
-        output_tokens=max(1.0, workload.output_tokens),
-        length_cv=max(0.0, workload.length_cv),
-        concurrency=workload.concurrency,
-        request_rate=workload.request_rate,
-        num_requests=workload.num_requests,
-        max_num_batched_tokens=dep.max_num_batched_tokens,
-        max_num_seqs=dep.max_num_seqs,
-        kv_capacity_tokens=dep.kv_capacity_tokens,
-        reserve_kv=reserve,
-        pre_engine_s=c.ttft_overhead_ms / 1000.0,
-        frontend_request_s=c.request_overhead_ms / 1000.0,
-        frontend_token_s=c.stream_token_us * 1e-6,
-        output_spread=max(0.0, min(0.95, workload.output_spread)),
-        stagger=workload.concurrency is not None and workload.output_spread > 0.0,
-        skip_warmup=workload.skip_warmup,
-        cached_requests=workload.cached_requests,
-        lookahead=c.host_overlap,
-        stagger_s=workload.stagger_s,
-    )
+    si = sim_input(dep, workload, c)
     extra_clients = 0
     if workload.concurrency is not None and workload.num_requests is None:
         # Beyond the batch the engine can hold, more clients only wait in its queue: simulate
@@ -251,8 +261,15 @@ def max_concurrency_meeting(
     ttft_lim = math.inf if ttft_ms is None else ttft_ms / (1.0 + m_ttft)
     itl_lim = math.inf if itl_ms is None else itl_ms / (1.0 + m_itl)
 
+    c = _constants(dep, constants)
+    sm = build_step_model(hw, model, dep, c) if FAST_VERDICTS else None
+
     def ok(cc: int) -> bool:
         load = workloads.workload(arrival, input_tokens, output_tokens, concurrency=cc)
+        if sm is not None:  # decided without the simulation where the answer is certain
+            known = fast.decide(sm, sim_input(dep, load, c), ttft_lim, itl_lim)
+            if known is not None:
+                return known
         e = estimate(hw, model, dep, load, constants)
         return e.ttft_p99_ms <= ttft_lim and e.itl_p99_ms <= itl_lim
 
