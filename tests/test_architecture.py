@@ -216,7 +216,7 @@ STAGES = (
     ("llmdeploy.sizing",),
     ("llmdeploy.perf",),
     ("llmdeploy.plan",),
-    ("llmdeploy.render",),
+    ("llmdeploy.render", "llmdeploy.compiled_templates"),  # the templates as Python modules
     ("llmdeploy.check",),
     ("llmdeploy.write",),
     ("llmdeploy.pipeline", "llmdeploy.presets"),

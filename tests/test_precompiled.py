@@ -1,10 +1,10 @@
 """The start-up cache that ships in the package (docs/performance.md):
-``llmdeploy/compiled_templates.json`` (``scripts/compile_templates.py``), Jinja's Python code for
-every template, used only for an unchanged template source under the same Jinja version and
-environment options. It is checked for drift, is actually used by a render, and gives exactly
-what compiling from source gives; a stale or foreign entry is ignored, never trusted. (The CEL
-parse trees of cel-python went with cel-python, issue 25: cel-expr-python compiles a rule in
-about half a millisecond.)
+the package ``llmdeploy.compiled_templates`` (``scripts/compile_templates.py``), Jinja's Python
+module for every template, imported (from cached bytecode) only for an unchanged template source
+under the same Jinja version and environment options. It is checked for drift, is actually used
+by a render, and gives exactly what compiling from source gives; a stale or foreign entry is
+ignored, never trusted. (The CEL parse trees of cel-python went with cel-python, issue 25:
+cel-expr-python compiles a rule in about half a millisecond.)
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_a_changed_template_is_compiled_from_its_source(monkeypatch: pytest.Monk
     """An entry whose sha256 is not the source's (a template edited since) is not used."""
     real = render._compiled(render.compile_key(render.environment()))
     wrong = {
-        name: {"sha256": "0" * 64, "code": real["k8s/service.yaml.j2"]["code"]} for name in real
+        name: {"sha256": "0" * 64, "module": real["k8s/service.yaml.j2"]["module"]} for name in real
     }
     expected = rendered_files(PRESET)
     monkeypatch.setattr(render, "_compiled", lambda key: wrong)

@@ -51,7 +51,7 @@ def test_wheel_contains_templates_presets_and_data(wheel: Path) -> None:
         "llmdeploy/check/crd_schemas/karpenter.sh_nodepools.json",
         "llmdeploy/check/crd_schemas/LICENSE",
         "llmdeploy/check/crd_schemas/NOTICE",
-        "llmdeploy/compiled_templates.json",
+        "llmdeploy/compiled_templates/__init__.py",
     ):
         assert required in names, required
     assert not any(n.startswith(("tests/", "llmdeploy/tests/")) for n in names)

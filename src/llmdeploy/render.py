@@ -6,22 +6,24 @@ scalar goes through the ``yq`` filter (a JSON-encoded string is a valid YAML dou
 scalar, so a value with ``:``, ``yes``, ``1e3``, a newline or ``{{`` stays the same string) and
 every shell word through ``sq`` (``shlex.quote``).
 
-Compiling the templates (Jinja source to Python) costs ~40 ms, every process. So
-``compiled_templates.json`` ships the Python source Jinja generates for each template, written by
-``scripts/compile_templates.py``; a template's precompiled code is used only when its source is
-unchanged (sha256), under the Jinja version and environment options that compiled it. Anything
-else, a template edited since, or a third engine's, is compiled from source as before.
+Compiling the templates (Jinja source to Python, then Python to bytecode) costs ~70 ms, every
+process. So the package ``llmdeploy.compiled_templates`` ships the Python module Jinja generates
+for each template (its ``ModuleLoader`` form), written by ``scripts/compile_templates.py``, which
+Python imports from its cached bytecode like any module; a template's module is used only when
+its source is unchanged (sha256), under the Jinja version and environment options that compiled
+it. Anything else, a template edited since, or a third engine's, is compiled from source as
+before.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import re
 import shlex
 from collections.abc import Callable, Mapping, MutableMapping
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +84,7 @@ def source_loader() -> jinja2.BaseLoader:
     )
 
 
-COMPILED = "compiled_templates.json"
+COMPILED = "compiled_templates"  # the package of precompiled template modules
 
 
 def source_digest(source: str) -> str:
@@ -134,9 +136,11 @@ class _PrecompiledLoader(jinja2.BaseLoader):
         source, filename, uptodate = self.get_source(environment, name)
         entry = _compiled(compile_key(environment)).get(name)
         if entry is not None and entry["sha256"] == source_digest(source):
-            code = compile(entry["code"], filename or "<template>", "exec")
-        else:
-            code = environment.compile(source, name, filename)
+            module = importlib.import_module(f"llmdeploy.{COMPILED}.{entry['module']}")
+            return environment.template_class.from_module_dict(
+                environment, module.__dict__, environment.make_globals(globals)
+            )
+        code = environment.compile(source, name, filename)
         return environment.template_class.from_code(
             environment, code, environment.make_globals(globals), uptodate
         )
@@ -144,10 +148,9 @@ class _PrecompiledLoader(jinja2.BaseLoader):
 
 @functools.cache
 def _compiled(key: str) -> Mapping[str, Any]:
-    """Template name -> {"sha256", "code"}, when written under the same ``compile_key``."""
-    text = resources.files("llmdeploy").joinpath(COMPILED).read_text(encoding="utf-8")
-    data = json.loads(text)
-    templates: Mapping[str, Any] = data["templates"] if data["compile_key"] == key else {}
+    """Template name -> {"sha256", "module"}, when written under the same ``compile_key``."""
+    index = importlib.import_module(f"llmdeploy.{COMPILED}")
+    templates: Mapping[str, Any] = index.TEMPLATES if key == index.COMPILE_KEY else {}
     return templates
 
 
