@@ -6,7 +6,7 @@ import dataclasses
 import functools
 import math
 
-from llmdeploy.perf import fast, workloads
+from llmdeploy.perf import workloads
 from llmdeploy.perf.sim import SimInput, SimResult, simulate
 from llmdeploy.perf.step import StepModel, build_step_model
 from llmdeploy.perf.types import (
@@ -260,6 +260,8 @@ def max_concurrency_meeting(
         m_ttft, m_itl = margins
     ttft_lim = math.inf if ttft_ms is None else ttft_ms / (1.0 + m_ttft)
     itl_lim = math.inf if itl_ms is None else itl_ms / (1.0 + m_itl)
+
+    from llmdeploy.perf import fast  # only the searches use it (quick `size` does not search)
 
     c = _constants(dep, constants)
     sm = build_step_model(hw, model, dep, c) if FAST_VERDICTS else None
