@@ -179,6 +179,26 @@ def test_help_shows_examples_and_exit_codes() -> None:
         assert re.search(rf"^\s+{command}\s", out, re.M), command
 
 
+COMMANDS = ("size", "render", "plan", "validate", "presets", "init", "models", "report", "schema")
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_app_of_one_command_answers_as_the_whole_app(command: str) -> None:
+    """`main()` registers only the command named first (typer builds every registered
+    command's parameters before it runs one): help, option errors and exit codes are the
+    whole app's."""
+    only = cli.app_for([command, "--help"])
+    assert only is not cli.app
+    assert len(only.registered_commands) + len(only.registered_groups) == 1
+    for args in ([command, "--help"], [command, "--no-such-option"]):
+        alone = CliRunner().invoke(only, args, prog_name="llmdeploy")
+        whole = CliRunner().invoke(cli.app, args, prog_name="llmdeploy")
+        assert (alone.exit_code, alone.output) == (whole.exit_code, whole.output), args
+    # an option first, no command or an unknown one: the whole app, and its suggestions
+    for args in (["--debug", command], [], [command + "x"]):
+        assert cli.app_for(args) is cli.app
+
+
 def test_no_command_prints_usage() -> None:
     result = run()
     assert result.exit_code in (0, 2)
