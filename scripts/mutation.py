@@ -2,7 +2,8 @@
 """Mutation testing of the core stages with mutmut, one target group at a time.
 
 Usage: python scripts/mutation.py [--group NAME ...] [--list-survivors] [--max-children N]
-                                  [--keep] [--list-groups]
+                                  [--keep] [--list-groups] [--only GLOB ...]
+                                  [--sample N [--seed S]]
 
 For each group: copies the repository's tracked files (as they are in the work tree) to a
 temporary directory, writes a ``[mutmut]`` section to its ``setup.cfg`` that mutates only the
@@ -10,6 +11,13 @@ group's modules and runs only the test files that exercise them, runs ``mutmut r
 killed / survived / score (killed over killed + survived; timeouts count as killed, as mutmut
 counts them). ``--list-survivors`` prints the surviving mutants' names; ``mutmut show NAME`` in
 the kept copy (``--keep``) prints a mutant's diff.
+
+``--sample N --seed S`` measures a group too large to run whole: mutmut generates every mutant
+of the group (a ``mutmut run`` whose name filter matches none of them stops after generating
+them and collecting which tests reach which function), the script draws N of their names
+without replacement with ``random.Random(S)`` from the sorted list (the same seed and the same
+source give the same sample), and ``mutmut run NAME ...`` tests exactly those. The score is
+printed with its 95 % Wilson interval, an estimate of the whole group's score.
 
 mutmut is in the ``dev`` extra; it is not part of ``.ci/run`` or the pytest suite (a group takes
 minutes to an hour on two cores). Results and their date: docs/CONTRIBUTING.md, "Mutation
@@ -20,6 +28,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
+import math
+import os
+import random
 import re
 import shutil
 import subprocess
@@ -72,6 +84,7 @@ GROUPS = (
         ("src/llmdeploy/perf/*", "src/llmdeploy/sizing/batching.py"),
         (
             "tests/test_perf_hand.py",
+            "tests/test_perf_hand_verdict.py",
             "tests/test_perf_model.py",
             "tests/test_perf_verdict.py",
             "tests/test_token_budget.py",
@@ -95,14 +108,20 @@ GROUPS = (
 )
 KILLED = ("killed", "timeout")
 SURVIVED = ("survived",)
+# A name no mutant has: ``mutmut run`` given it generates the mutants, collects the stats, then
+# stops with this message (mutmut 3.8.1, ``collect_source_file_mutation_data``).
+GENERATE_ONLY = "llmdeploy-mutation-generate-only"
+NOTHING_MATCHES = "Filtered for specific mutants, but nothing matches"
 
 
-def _config(group: Group) -> str:
+def _config(group: Group, timeout_multiplier: float | None = None) -> str:
     def block(key: str, values: tuple[str, ...]) -> str:
         return f"{key} =\n" + "".join(f"    {v}\n" for v in values)
 
+    timeout = "" if timeout_multiplier is None else f"timeout_multiplier = {timeout_multiplier}\n"
     return (
         "[mutmut]\nsource_paths = src\n"
+        + timeout
         + block("only_mutate", group.mutate)
         + block("pytest_add_cli_args_test_selection", group.tests)
         + block("pytest_add_cli_args", ("-p", "no:cacheprovider"))
@@ -133,6 +152,23 @@ def _results(workdir: Path) -> dict[str, str]:
     return {name: status for name, _, status in rows}
 
 
+def wilson(killed: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval of a proportion killed / n (95 % for the default z)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = killed / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def sample(names: list[str], size: int, seed: int) -> list[str]:
+    """``size`` of ``names`` drawn without replacement, reproducibly: the same names and seed give
+    the same sample whatever order mutmut listed them in."""
+    ordered = sorted(set(names))
+    return sorted(random.Random(seed).sample(ordered, min(size, len(ordered))))
+
+
 def _score(statuses: list[str]) -> str:
     counts = Counter(statuses)
     killed = sum(counts[s] for s in KILLED)
@@ -140,31 +176,80 @@ def _score(statuses: list[str]) -> str:
     others = ", ".join(f"{s} {n}" for s, n in sorted(counts.items()) if s not in KILLED + SURVIVED)
     score = f"{100 * killed / (killed + survived):.1f}%" if killed + survived else "-"
     line = f"mutants: {len(statuses)}  killed: {killed}  survived: {survived}  score: {score}"
+    if counts["timeout"]:
+        line += f"  (killed by a timeout: {counts['timeout']})"
     return line + (f"  ({others})" if others else "")
 
 
+def _interval(statuses: list[str]) -> str:
+    counts = Counter(statuses)
+    killed = sum(counts[s] for s in KILLED)
+    low, high = wilson(killed, killed + sum(counts[s] for s in SURVIVED))
+    return f"95% Wilson interval: {100 * low:.1f}% to {100 * high:.1f}%"
+
+
+def _mutmut(workdir: Path, args: list[str], log: Path) -> tuple[int, str]:
+    """``python -m mutmut ARGS`` in the copy, its output appended to ``log`` as it runs (and
+    returned). ``CI=1`` loads the tests' derandomized hypothesis profile (tests/conftest.py): a
+    property test draws the same examples for every mutant, so a rerun with the same seed gives
+    the same verdicts."""
+    start = log.stat().st_size if log.exists() else 0
+    with log.open("a", encoding="utf-8") as out:
+        code = subprocess.run(
+            [sys.executable, "-m", "mutmut", *args],
+            cwd=workdir,
+            env={**os.environ, "CI": "1"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        ).returncode
+    with log.open("rb") as raw:
+        raw.seek(start)
+        return code, raw.read().decode("utf-8", errors="replace")
+
+
 def run_group(
-    group: Group, *, max_children: int, keep: bool, list_survivors: bool, only: list[str]
+    group: Group,
+    *,
+    max_children: int,
+    keep: bool,
+    list_survivors: bool,
+    only: list[str],
+    sample_size: int | None = None,
+    seed: int = 0,
+    timeout_multiplier: float | None = None,
 ) -> int:
     workdir = Path(tempfile.mkdtemp(prefix=f"llmdeploy-mutation-{group.name}-"))
     _copy_repo(workdir)
-    (workdir / "setup.cfg").write_text(_config(group), encoding="utf-8")
+    (workdir / "setup.cfg").write_text(_config(group, timeout_multiplier), encoding="utf-8")
+    log = workdir / "mutmut.log"
     print(f"== {group.name}: mutating {' '.join(group.mutate)}", flush=True)
     print(f"   tests: {' '.join(group.tests)}", flush=True)
-    with (workdir / "mutmut.log").open("w", encoding="utf-8") as log:
-        run = subprocess.run(
-            [sys.executable, "-m", "mutmut", "run", "--max-children", str(max_children), *only],
-            cwd=workdir,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+    selected = only
+    if sample_size is not None:
+        code, out = _mutmut(
+            workdir, ["run", "--max-children", str(max_children), GENERATE_ONLY], log
         )
-    if run.returncode != 0:
-        print(f"   mutmut run failed (exit {run.returncode}); log: {workdir / 'mutmut.log'}")
+        if code == 0 or NOTHING_MATCHES not in out:
+            print(f"   generating the mutants failed (exit {code}); log: {log}")
+            return 1
+        names = list(_results(workdir))
+        if only:
+            names = [n for n in names if any(fnmatch.fnmatchcase(n, g) for g in only)]
+        selected = sample(names, sample_size, seed)
+        print(f"   sample: {len(selected)} of {len(names)} mutants, seed {seed}", flush=True)
+    code, _ = _mutmut(workdir, ["run", "--max-children", str(max_children), *selected], log)
+    if code != 0:
+        print(f"   mutmut run failed (exit {code}); log: {log}")
         return 1
     results = _results(workdir)
-    if only:  # mutmut lists every mutant it generated; count the ones this run tested
+    if sample_size is not None:
+        chosen = set(selected)
+        results = {n: s for n, s in results.items() if n in chosen}
+    elif only:  # mutmut lists every mutant it generated; count the ones this run tested
         results = {n: s for n, s in results.items() if s != "not checked"}
     print(f"   {_score(list(results.values()))}")
+    if sample_size is not None:
+        print(f"   {_interval(list(results.values()))}")
     by_module: dict[str, list[str]] = {}
     for name, status in results.items():
         by_module.setdefault(re.split(r"\.x[_\u01c1]", name)[0], []).append(status)
@@ -195,7 +280,23 @@ def main(argv: list[str] | None = None) -> int:
         metavar="GLOB",
         help="test only the mutants whose names match, e.g. 'llmdeploy.plan.pod.*'",
     )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="test a reproducible random sample of N mutants (of those --only matches)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    parser.add_argument(
+        "--timeout-multiplier",
+        type=float,
+        metavar="X",
+        help="mutmut's timeout_multiplier (default 15): a mutant is stopped after "
+        "2 X (its tests' time in the stats run + 1 s) of CPU time and counted killed",
+    )
     args = parser.parse_args(argv)
+    if args.sample is not None and args.sample < 1:
+        parser.error("--sample needs at least one mutant")
     if args.list_groups:
         for g in GROUPS:
             print(f"{g.name}: {' '.join(g.mutate)}")
@@ -218,6 +319,9 @@ def main(argv: list[str] | None = None) -> int:
             keep=args.keep,
             list_survivors=args.list_survivors,
             only=args.only,
+            sample_size=args.sample,
+            seed=args.seed,
+            timeout_multiplier=args.timeout_multiplier,
         )
     return status
 
