@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from llmdeploy.perf import workloads
+from llmdeploy.perf import api, workloads
+from llmdeploy.perf import lengths as lengths_mod
 from llmdeploy.perf.assess import _cost, fleet_nodes
 from llmdeploy.perf.sim import SimInput, simulate
 from llmdeploy.perf.step import StepModel, build_step_model
@@ -28,6 +29,22 @@ FLAT = StepModel(
     expert_hit=0.0, s_lm_w=0.0, s_lm_f=0.0, s_kv_full=0.0, s_kv_slide=0.0, window=1 << 30,
     s_att_dec=0.0, s_att_pf=0.0, ar_alpha=0.0, s_ar_tok=0.0, gpu_fixed=0.0, host_fixed=0.010,
     host_seq=0.0, overlap=False, stream_tok=0.0, knee=4.0, kv_tok_full=0.0,
+)  # fmt: skip
+
+
+# one layer, hidden 1024, 8 heads x 128, 8 KV heads, MLP 4096, vocab 1000, untied; a GPU of
+# 1 TB/s and 100 TFLOP/s; half of each reached, a sharp max(bandwidth, compute), no overheads
+TOY = ModelGeometry(
+    name="toy", layers=1, hidden=1024, heads=8, kv_heads=8, head_dim=128, intermediate=4096,
+    vocab=1000,
+)  # fmt: skip
+TOY_HW = Hardware(name="toy", mem_bw_gbs=1000.0, fp16_tflops=100.0, interconnect="none")
+TOY_C = Constants(
+    engine="t", versions="t", eta_weights=0.5, eta_kv=0.5, eta_experts=0.5, mu_gemm=0.5,
+    mu_attn=0.5, fp8_gemm_factor=1.0, gemm_knee=1000.0, ar_latency_nvlink_us=0.0,
+    ar_latency_pcie_us=0.0, link_efficiency=1.0, layer_overhead_us=0.0,
+    step_overhead_us=0.0, seq_overhead_us=0.0, host_overlap=True, stream_token_us=0.0,
+    ttft_overhead_ms=0.0, request_overhead_ms=0.0,
 )  # fmt: skip
 
 
@@ -85,21 +102,8 @@ def test_a_prefix_cache_hit_computes_only_the_block_of_the_last_prompt_token() -
 
 
 def test_the_roofline_step_of_a_toy_model_by_hand() -> None:
-    # one layer, hidden 1024, 8 heads x 128, 8 KV heads, MLP 4096, vocab 1000, untied:
-    # attention 1024 x 128 x (2x8 + 2x8) = 4,194,304 params; MLP 3 x 1024 x 4096 = 12,582,912
-    geo = ModelGeometry(
-        name="toy", layers=1, hidden=1024, heads=8, kv_heads=8, head_dim=128,
-        intermediate=4096, vocab=1000,
-    )  # fmt: skip
-    hw = Hardware(name="toy", mem_bw_gbs=1000.0, fp16_tflops=100.0, interconnect="none")
-    c = Constants(
-        engine="t", versions="t", eta_weights=0.5, eta_kv=0.5, eta_experts=0.5, mu_gemm=0.5,
-        mu_attn=0.5, fp8_gemm_factor=1.0, gemm_knee=1000.0, ar_latency_nvlink_us=0.0,
-        ar_latency_pcie_us=0.0, link_efficiency=1.0, layer_overhead_us=0.0,
-        step_overhead_us=0.0, seq_overhead_us=0.0, host_overlap=True, stream_token_us=0.0,
-        ttft_overhead_ms=0.0, request_overhead_ms=0.0,
-    )  # fmt: skip
-    sm = build_step_model(hw, geo, Deployment(), c)
+    # TOY: attention 1024 x 128 x (2x8 + 2x8) = 4,194,304 params; MLP 3 x 1024 x 4096 = 12,582,912
+    sm = build_step_model(TOY_HW, TOY, Deployment(), TOY_C)
     body = 4_194_304 + 12_582_912
     # weights: 2 bytes x 16,777,216 params / (0.5 x 1e12 B/s) = 67.108864 us
     assert sm.s_dense_w == pytest.approx(2 * body / 0.5e12)
@@ -156,6 +160,10 @@ def test_arrival_patterns_map_to_their_workloads() -> None:
     assert (poisson.request_rate, poisson.concurrency, poisson.output_spread) == (3.0, None, 0.5)
     loadgen = workloads.from_loadgen("512/128/stagger:32/128")
     assert (loadgen.concurrency, loadgen.num_requests, loadgen.skip_warmup) == (32, 128, True)
+    # a Poisson sweep: 512-token prompts at 4 requests/s, 200 requests
+    replay = workloads.from_loadgen("512/128/poisson:4/200")
+    assert (replay.input_tokens, replay.output_tokens, replay.request_rate) == (512, 128, 4.0)
+    assert (replay.num_requests, replay.concurrency, replay.skip_warmup) == (200, None, True)
     with pytest.raises(ValueError, match="request rate"):
         workloads.workload("poisson", 512, 256, concurrency=4)
 
@@ -189,3 +197,157 @@ def test_fleet_nodes_and_cost_by_hand() -> None:
     assert cost.usd_per_hour == pytest.approx(2.5)  # a quarter of a node
     # $20/h over 5 replicas x 1,000 tokens/s x 3,600 s = $1.111 per 1M tokens
     assert cost.usd_per_1m_output_tokens == pytest.approx(20.0 / (1000 * 5 * 3600) * 1e6)
+
+
+# --- layouts: the collectives a data-parallel MoE replica and a pipeline add to a step --------
+
+LINKED = Hardware(
+    name="toy", mem_bw_gbs=1000.0, fp16_tflops=100.0, interconnect="nvlink",
+    interconnect_bw_gbs=100.0, network_bw_gbs=10.0,
+)  # fmt: skip
+# collectives: 3 us a NVLink collective, 20 us one over PCIe or the network, links at half
+# their bandwidth
+LINK_C = dataclasses.replace(
+    TOY_C, ar_latency_nvlink_us=3.0, ar_latency_pcie_us=20.0, link_efficiency=0.5
+)
+
+
+def test_the_expert_all_gather_and_reduce_scatter_of_a_data_parallel_moe_step() -> None:
+    # 2 MoE layers, hidden 1024, top-2 of 8 experts, DP 2 of TP 1 over NVLink at 100 GB/s x
+    # 0.5 efficiency = 50 GB/s. vLLM's allgather_reducescatter backend
+    # (vllm-project/vllm@00143004 vllm/distributed/device_communicators/all2all.py,
+    # AgRsAll2AllManager.dispatch, .combine): per MoE layer one all-gather of each token's hidden
+    # state (2 B x 1024) with its top-k weights and ids (2 x 8 B), and one reduce-scatter of the
+    # output (2 B x 1024): 4,112 B a token. A ring moves (dp - 1) / dp = 1/2 of it:
+    # 2 layers x 1/2 x 4,112 B / 50e9 B/s = 82.24 ps a token; the latency terms are
+    # 2 collectives x 2 layers x 3 us = 12 us a step.
+    moe = ModelGeometry(
+        name="moe", layers=2, hidden=1024, heads=8, kv_heads=8, head_dim=128,
+        intermediate=4096, vocab=1000, num_experts=8, experts_per_token=2, moe_intermediate=512,
+    )  # fmt: skip
+    sm = build_step_model(LINKED, moe, Deployment(tp=1, data_parallel=2), LINK_C)
+    assert sm.a2a_alpha == pytest.approx(12e-6)
+    assert sm.s_a2a_tok == pytest.approx(2 * 0.5 * 4112 / 50e9)
+    assert (sm.ranks, sm.experts_all_ranks) == (2, True)
+
+
+def test_the_stage_to_stage_sends_of_a_pipeline_over_two_nodes() -> None:
+    # PP 4 over 2 nodes, TP 2: 3 sends a batch, 1 between the nodes (network, 10 GB/s x 0.5)
+    # and 2 inside them (NVLink, 100 GB/s x 0.5). Each TP rank sends its half of the hidden
+    # state and the residual: 2 x 1024 x 2 B / 2 = 2,048 B a token (the IntermediateTensors
+    # {"hidden_states", "residual"} of vllm/model_executor/models/llama.py). Per token:
+    # 2,048 / 5e9 + 2 x 2,048 / 50e9 = 409.6 ns + 81.92 ns; per step the latency of one
+    # network send (20 us) and two NVLink sends (2 x 3 us) = 26 us. 4 stages: 4 batches in
+    # flight, so one step of the replica is one batch's step at a quarter of the sequences.
+    dense = ModelGeometry(
+        name="d", layers=2, hidden=1024, heads=8, kv_heads=8, head_dim=128, intermediate=4096,
+        vocab=1000,
+    )  # fmt: skip
+    dep = Deployment(tp=2, pipeline_parallel=4, pipeline_nodes=2)
+    sm = build_step_model(LINKED, dense, dep, LINK_C)
+    assert sm.pp_alpha == pytest.approx(26e-6)
+    assert sm.s_pp_tok == pytest.approx(2048 / 5e9 + 2 * 2048 / 50e9)
+    assert sm.ranks == 4
+
+
+# --- lengths and arrivals --------------------------------------------------------------------
+
+
+def test_weibull_shape_of_a_coefficient_of_variation() -> None:
+    # CV of a Weibull of shape k: sqrt(G(1 + 2/k) / G(1 + 1/k)^2 - 1). k = 1 is the
+    # exponential (CV 1); k = 2 the Rayleigh, CV sqrt(4/pi - 1) = 0.5227
+    assert lengths_mod._weibull_shape(1.0) == pytest.approx(1.0, abs=1e-9)
+    assert lengths_mod._weibull_shape(math.sqrt(4 / math.pi - 1)) == pytest.approx(2.0, abs=1e-9)
+
+
+def test_spread_lengths_keep_their_means() -> None:
+    # Weibull draws of CV 1 rescaled to the mean: over 1,000 requests the means are 512 and
+    # 256 to rounding (each length is rounded to a whole token), and the lengths do vary
+    ls = lengths_mod.lengths(1000, 512, 256, 1.0)
+    prompts, outputs = [p for p, _ in ls], [o for _, o in ls]
+    assert sum(prompts) / 1000 == pytest.approx(512, abs=0.5)
+    assert sum(outputs) / 1000 == pytest.approx(256, abs=0.5)
+    assert min(prompts) < 100 and max(prompts) > 1500  # CV 1: an exponential's spread
+
+
+def test_arrival_times_are_exponential_gaps_at_the_rate() -> None:
+    # gap j: -ln(1 - u_j x 0.999999) / rate with u_j = (0.5 + j x 0.618034) mod 1;
+    # u_0 = 0.5: ln(1 / 0.5000005) / 2 = 0.346573 s; u_1 = 0.118034:
+    # -ln(0.881966) / 2 = 0.062801 s
+    times = lengths_mod.arrival_times(3, 2.0)
+    assert times == pytest.approx([0.0, 0.346573, 0.346573 + 0.062801], abs=1e-6)
+    # the gaps' mean is 1 / rate: 999 gaps at 4/s span 250 s (to 1 %)
+    assert lengths_mod.arrival_times(1000, 4.0)[-1] == pytest.approx(999 / 4, rel=0.01)
+    assert lengths_mod.arrival_times(3, math.inf) == [0.0, 0.0, 0.0]  # a burst
+
+
+def test_an_open_loop_replay_leaves_the_first_tenth_of_arrivals_out() -> None:
+    # 20 requests at once (rate inf), 100-token prompts, 200 tokens a step of 10 ms, one
+    # output token each: step k prefills requests 2k-2 and 2k-1, so request j's first token
+    # comes at 10 ms x (j // 2 + 1). The steady window (../shared/gpu/loadgen.py) drops the
+    # first tenth, requests 0 and 1: TTFTs 20, 20, 30, 30, ..., 100, 100 ms
+    burst = dict(concurrency=None, request_rate=math.inf, num_requests=20, output_tokens=1.0)
+    r = simulate(FLAT, _sim(**burst, skip_warmup=True))
+    assert r.ttft == pytest.approx(tuple(0.010 * (j // 2 + 1) for j in range(2, 20)))
+    # throughput counts the whole replay: 20 tokens in 100 ms
+    assert r.output_tokens_per_s == pytest.approx(200.0)
+    assert simulate(FLAT, _sim(**burst)).ttft == pytest.approx(
+        tuple(0.010 * (j // 2 + 1) for j in range(20))
+    )
+
+
+# --- the searches over the load, on a replica whose every step takes 10 ms -------------------
+
+# GPU terms made negligible (bandwidth and compute efficiencies of 1e12), a 10 ms host step not
+# overlapped with them: every step takes 10 ms whatever it carries
+HUGE = 1e12
+FLAT_C = dataclasses.replace(
+    TOY_C, eta_weights=HUGE, eta_kv=HUGE, eta_experts=HUGE, mu_gemm=HUGE, mu_attn=HUGE,
+    step_overhead_us=10_000.0, host_overlap=False,
+)  # fmt: skip
+
+
+def test_the_throughput_ceiling_is_the_batch_the_kv_cache_holds_over_one_step() -> None:
+    # a cache of 4 prompts of 512 tokens holds 4 sequences (max_num_seqs 256 does not bind):
+    # 4 tokens every 10 ms = 400 tokens/s
+    dep = Deployment(max_num_seqs=256, kv_capacity_tokens=4 * 512)
+    assert api.throughput_ceiling(TOY_HW, TOY, dep, 512, FLAT_C) == pytest.approx(400.0)
+    # max_num_seqs 2 binds: 200 tokens/s; and at most 1 request in flight: 100 tokens/s
+    dep2 = dataclasses.replace(dep, max_num_seqs=2)
+    assert api.throughput_ceiling(TOY_HW, TOY, dep2, 512, FLAT_C) == pytest.approx(200.0)
+    assert api.throughput_ceiling(TOY_HW, TOY, dep, 512, FLAT_C, 1) == pytest.approx(100.0)
+
+
+def test_without_targets_the_concurrency_search_stops_at_twice_the_kv_cache() -> None:
+    # no latency target: every load passes, and the search tries no more than 2 x the
+    # sequences of 512 + 256 tokens a 10,000-token cache holds, plus one: 2 x 13 + 1 = 27
+    dep = Deployment(max_num_seqs=256, kv_capacity_tokens=10_000)
+    got = api.max_concurrency_meeting(TOY_HW, TOY, dep, 512, 256, None, None, FLAT_C, margin=0.0)
+    assert got == 27
+    assert api.max_concurrency_meeting(
+        TOY_HW, TOY, dep, 512, 256, None, None, FLAT_C, margin=0.0, cap=5
+    ) == 5  # fmt: skip
+
+
+def test_the_rate_search_on_flat_steps() -> None:
+    # 4 sequences, 100-token prompts, outputs of 10 +-50 %: a request arriving at an idle
+    # replica gets its first token after one 10 ms step, one arriving during a step waits for
+    # it: TTFT between 10 and 20 ms; every later token 10 ms apart (ITL 10 ms)
+    dep = Deployment(max_num_seqs=4, kv_capacity_tokens=1_000_000)
+
+    def rate(ttft: float | None, itl: float | None, m_ttft: float) -> float:
+        return api.max_rate_meeting(
+            TOY_HW, TOY, dep, 100, 10, ttft, itl, FLAT_C, margins=(m_ttft, 0.0), cap=5.0
+        )
+
+    # TTFT 30 ms planned with a 25 % margin is 24 ms, above 20: the cap (5/s) meets it
+    assert rate(30.0, 10.5, 0.25) == 5.0
+    # an ITL target under one step: not even a trickle meets it
+    assert rate(None, 9.5, 0.0) == 0.0
+    # TTFT 15 ms with 25 % is 12 ms: an idle replica's 10 ms meets it, a busy one's wait of up
+    # to a step does not, so the answer is a rate below the cap, where p99 TTFT is <= 12 ms
+    low = rate(15.0, None, 0.25)
+    assert 5.0 / 256 <= low < 5.0
+    load = workloads.workload("poisson", 100, 10, requests_per_s=low)
+    at = api.estimate(TOY_HW, TOY, dep, load, FLAT_C)
+    assert at.ttft_p99_ms <= 12.0 and at.itl_p99_ms == pytest.approx(10.0)
