@@ -114,13 +114,14 @@ GENERATE_ONLY = "llmdeploy-mutation-generate-only"
 NOTHING_MATCHES = "Filtered for specific mutants, but nothing matches"
 
 
-def _config(group: Group, timeout_multiplier: float | None = None) -> str:
+def _config(group: Group, timeout_multiplier: float | None = None, isolation: str = "fork") -> str:
     def block(key: str, values: tuple[str, ...]) -> str:
         return f"{key} =\n" + "".join(f"    {v}\n" for v in values)
 
     timeout = "" if timeout_multiplier is None else f"timeout_multiplier = {timeout_multiplier}\n"
     return (
         "[mutmut]\nsource_paths = src\n"
+        + f"process_isolation = {isolation}\n"
         + timeout
         + block("only_mutate", group.mutate)
         + block("pytest_add_cli_args_test_selection", group.tests)
@@ -217,10 +218,13 @@ def run_group(
     sample_size: int | None = None,
     seed: int = 0,
     timeout_multiplier: float | None = None,
+    isolation: str = "fork",
 ) -> int:
     workdir = Path(tempfile.mkdtemp(prefix=f"llmdeploy-mutation-{group.name}-"))
     _copy_repo(workdir)
-    (workdir / "setup.cfg").write_text(_config(group, timeout_multiplier), encoding="utf-8")
+    (workdir / "setup.cfg").write_text(
+        _config(group, timeout_multiplier, isolation), encoding="utf-8"
+    )
     log = workdir / "mutmut.log"
     print(f"== {group.name}: mutating {' '.join(group.mutate)}", flush=True)
     print(f"   tests: {' '.join(group.tests)}", flush=True)
@@ -294,6 +298,13 @@ def main(argv: list[str] | None = None) -> int:
         help="mutmut's timeout_multiplier (default 15): a mutant is stopped after "
         "2 X (its tests' time in the stats run + 1 s) of CPU time and counted killed",
     )
+    parser.add_argument(
+        "--isolation",
+        choices=("fork", "forkserver"),
+        default="fork",
+        help="mutmut's process_isolation: fork (default) forks each mutant's run from the "
+        "process that ran the clean tests, with their caches; forkserver from one that ran none",
+    )
     args = parser.parse_args(argv)
     if args.sample is not None and args.sample < 1:
         parser.error("--sample needs at least one mutant")
@@ -322,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             sample_size=args.sample,
             seed=args.seed,
             timeout_multiplier=args.timeout_multiplier,
+            isolation=args.isolation,
         )
     return status
 

@@ -62,3 +62,13 @@ def test_the_timeout_multiplier_reaches_mutmut() -> None:
     parser = configparser.ConfigParser()
     parser.read_string(MUTATION._config(perf))
     assert "timeout_multiplier" not in parser["mutmut"]  # mutmut's default
+    assert parser["mutmut"]["process_isolation"] == "fork"
+
+
+def test_forkserver_isolation_reaches_mutmut() -> None:
+    # the perf stage memoizes estimates (perf/api.py lru_cache): forked from the process that
+    # ran the clean tests, a mutant behind the memo sees the unmutated results
+    perf = next(g for g in MUTATION.GROUPS if g.name == "perf")
+    parser = configparser.ConfigParser()
+    parser.read_string(MUTATION._config(perf, isolation="forkserver"))
+    assert parser["mutmut"]["process_isolation"] == "forkserver"
