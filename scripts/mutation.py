@@ -84,6 +84,7 @@ GROUPS = (
         ("src/llmdeploy/perf/*", "src/llmdeploy/sizing/batching.py"),
         (
             "tests/test_perf_hand.py",
+            "tests/test_perf_hand_step.py",
             "tests/test_perf_hand_verdict.py",
             "tests/test_perf_model.py",
             "tests/test_perf_verdict.py",

@@ -1,6 +1,9 @@
 """The performance model's arithmetic against values computed by hand (issue 22 item 7):
 a roofline step, closed-loop waves under chunked prefill, async scheduling's lookahead, a
-prefix-cache hit, the arrival patterns' workloads, the batch limit, replicas and cost.
+prefix-cache hit, the scheduler step by step (chunks, reserve and optimistic admission,
+preemption, what a run leaves in its summary), request lengths and arrival times, the arrival
+patterns' workloads, the searches over concurrency and rate, the batch limit, replicas and
+cost. The step model's own terms: tests/test_perf_hand_step.py.
 
 Each expected value is worked out in the comment above it, from the mechanism, not pasted
 from the model's output."""
@@ -15,6 +18,7 @@ import pytest
 
 from llmdeploy.perf import api, workloads
 from llmdeploy.perf import lengths as lengths_mod
+from llmdeploy.perf import sim as sim_mod
 from llmdeploy.perf.assess import _cost, fleet_nodes
 from llmdeploy.perf.sim import SimInput, simulate
 from llmdeploy.perf.step import StepModel, build_step_model
@@ -78,8 +82,6 @@ def test_async_lookahead_delays_a_request_that_arrives_during_a_step_by_one_step
         concurrency=None, request_rate=1.0, num_requests=2, input_tokens=1.0,
         output_tokens=10.0,
     )  # fmt: skip
-    import llmdeploy.perf.sim as sim_mod
-
     real = sim_mod.arrival_times
     sim_mod.arrival_times = lambda n, rate: list(times[:n])  # type: ignore[assignment]
     try:
@@ -199,57 +201,6 @@ def test_fleet_nodes_and_cost_by_hand() -> None:
     assert cost.usd_per_1m_output_tokens == pytest.approx(20.0 / (1000 * 5 * 3600) * 1e6)
 
 
-# --- layouts: the collectives a data-parallel MoE replica and a pipeline add to a step --------
-
-LINKED = Hardware(
-    name="toy", mem_bw_gbs=1000.0, fp16_tflops=100.0, interconnect="nvlink",
-    interconnect_bw_gbs=100.0, network_bw_gbs=10.0,
-)  # fmt: skip
-# collectives: 3 us a NVLink collective, 20 us one over PCIe or the network, links at half
-# their bandwidth
-LINK_C = dataclasses.replace(
-    TOY_C, ar_latency_nvlink_us=3.0, ar_latency_pcie_us=20.0, link_efficiency=0.5
-)
-
-
-def test_the_expert_all_gather_and_reduce_scatter_of_a_data_parallel_moe_step() -> None:
-    # 2 MoE layers, hidden 1024, top-2 of 8 experts, DP 2 of TP 1 over NVLink at 100 GB/s x
-    # 0.5 efficiency = 50 GB/s. vLLM's allgather_reducescatter backend
-    # (vllm-project/vllm@00143004 vllm/distributed/device_communicators/all2all.py,
-    # AgRsAll2AllManager.dispatch, .combine): per MoE layer one all-gather of each token's hidden
-    # state (2 B x 1024) with its top-k weights and ids (2 x 8 B), and one reduce-scatter of the
-    # output (2 B x 1024): 4,112 B a token. A ring moves (dp - 1) / dp = 1/2 of it:
-    # 2 layers x 1/2 x 4,112 B / 50e9 B/s = 82.24 ps a token; the latency terms are
-    # 2 collectives x 2 layers x 3 us = 12 us a step.
-    moe = ModelGeometry(
-        name="moe", layers=2, hidden=1024, heads=8, kv_heads=8, head_dim=128,
-        intermediate=4096, vocab=1000, num_experts=8, experts_per_token=2, moe_intermediate=512,
-    )  # fmt: skip
-    sm = build_step_model(LINKED, moe, Deployment(tp=1, data_parallel=2), LINK_C)
-    assert sm.a2a_alpha == pytest.approx(12e-6)
-    assert sm.s_a2a_tok == pytest.approx(2 * 0.5 * 4112 / 50e9)
-    assert (sm.ranks, sm.experts_all_ranks) == (2, True)
-
-
-def test_the_stage_to_stage_sends_of_a_pipeline_over_two_nodes() -> None:
-    # PP 4 over 2 nodes, TP 2: 3 sends a batch, 1 between the nodes (network, 10 GB/s x 0.5)
-    # and 2 inside them (NVLink, 100 GB/s x 0.5). Each TP rank sends its half of the hidden
-    # state and the residual: 2 x 1024 x 2 B / 2 = 2,048 B a token (the IntermediateTensors
-    # {"hidden_states", "residual"} of vllm/model_executor/models/llama.py). Per token:
-    # 2,048 / 5e9 + 2 x 2,048 / 50e9 = 409.6 ns + 81.92 ns; per step the latency of one
-    # network send (20 us) and two NVLink sends (2 x 3 us) = 26 us. 4 stages: 4 batches in
-    # flight, so one step of the replica is one batch's step at a quarter of the sequences.
-    dense = ModelGeometry(
-        name="d", layers=2, hidden=1024, heads=8, kv_heads=8, head_dim=128, intermediate=4096,
-        vocab=1000,
-    )  # fmt: skip
-    dep = Deployment(tp=2, pipeline_parallel=4, pipeline_nodes=2)
-    sm = build_step_model(LINKED, dense, dep, LINK_C)
-    assert sm.pp_alpha == pytest.approx(26e-6)
-    assert sm.s_pp_tok == pytest.approx(2048 / 5e9 + 2 * 2048 / 50e9)
-    assert sm.ranks == 4
-
-
 # --- lengths and arrivals --------------------------------------------------------------------
 
 
@@ -351,3 +302,98 @@ def test_the_rate_search_on_flat_steps() -> None:
     load = workloads.workload("poisson", 100, 10, requests_per_s=low)
     at = api.estimate(TOY_HW, TOY, dep, load, FLAT_C)
     assert at.ttft_p99_ms <= 12.0 and at.itl_p99_ms == pytest.approx(10.0)
+
+
+# --- the scheduler, step by step (FLAT: every step 10 ms) ------------------------------------
+
+
+def test_a_prompt_longer_than_the_budget_is_chunked_and_the_next_waits_for_what_is_left() -> None:
+    # 2 clients x 300 tokens, 200 a step: step 1 takes 200 of request 0; step 2 its last 100
+    # (first token at 20 ms) and 100 of request 1; step 3 decodes request 0 (1 token) and
+    # takes 199 more of request 1; step 4 its last 1: first token at 40 ms
+    r = simulate(FLAT, _sim(concurrency=2, num_requests=2, input_tokens=300.0))
+    assert r.ttft == pytest.approx((0.020, 0.040))
+
+
+def test_reserve_admission_queues_a_request_whose_prompt_and_output_do_not_fit() -> None:
+    # TensorRT-LLM's guaranteed_no_evict keeps prompt + output (100 + 3) per request: a
+    # 150-token cache holds one. Request 1 waits for request 0 to finish (prefill at 10 ms,
+    # decodes at 20 and 30 ms) and gets its first token one step later, at 40 ms
+    r = simulate(FLAT, _sim(concurrency=2, num_requests=2, reserve_kv=True, kv_capacity_tokens=150))
+    assert r.ttft == pytest.approx((0.010, 0.040))
+    assert r.kv_bound
+
+
+def test_optimistic_admission_preempts_the_newest_request_and_recomputes_it() -> None:
+    # vLLM V1: 2 x (100 prompt + 20 output) in a 230-token cache. After the prefill the cache
+    # holds 200 tokens and grows by 2 a decode step; before the 16th decode step it would pass
+    # 230, so request 1 (admitted last) gives its 116 tokens back and waits: request 0 ends at
+    # 10 + 19 x 10 = 200 ms (ITL 10 ms). Request 1 recomputes its 116 tokens in one step
+    # (210 ms, its 17th token) and decodes 3 more: (240 - 10) / 19 = 12.105 ms a token
+    r = simulate(FLAT, _sim(concurrency=2, num_requests=2, output_tokens=20.0,
+                            kv_capacity_tokens=230))  # fmt: skip
+    assert r.ttft == pytest.approx((0.010, 0.010))
+    assert r.tpot == pytest.approx((0.010, 0.230 / 19))
+    assert r.kv_bound
+
+
+def test_a_request_larger_than_the_whole_cache_is_infeasible() -> None:
+    r = simulate(FLAT, _sim(concurrency=1, num_requests=1, kv_capacity_tokens=50))
+    assert not r.feasible and r.ttft == ()
+
+
+def test_an_arrival_during_a_run_of_decode_steps_waits_only_for_the_step_in_flight(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # request 0 at t=0 (1-token prompt, 10 tokens: steps until 100 ms), request 1 at 35 ms:
+    # the run of decode steps stops at the step during which it arrives, [30, 40) ms, and it
+    # is prefilled in [40, 50): TTFT 15 ms
+    monkeypatch.setattr(sim_mod, "arrival_times", lambda n, rate: [0.0, 0.035][:n])
+    base = dict(concurrency=None, request_rate=1.0, num_requests=2, input_tokens=1.0)
+    r = simulate(FLAT, _sim(**base, output_tokens=10.0))
+    assert r.ttft == pytest.approx((0.010, 0.015))
+
+
+def test_an_open_loop_needs_a_positive_rate() -> None:
+    with pytest.raises(ValueError, match="request_rate must be positive"):
+        simulate(FLAT, _sim(concurrency=None, request_rate=0.0))
+
+
+def test_prefill_attention_counts_the_causal_pairs_however_the_prompt_is_chunked() -> None:
+    # attention alone, 1 us a (query, key) pair: a 100-token prompt has 100 x 101 / 2 = 5,050
+    # causal pairs = 5.05 ms, in one chunk or in two of 50 (50 x 25.5 + 50 x (50 + 25.5))
+    att = dataclasses.replace(FLAT, host_fixed=0.0, s_att_pf=1e-6)
+    for budget in (200, 50):
+        one = dict(concurrency=1, num_requests=1, output_tokens=1.0)
+        r = simulate(att, _sim(**one, max_num_batched_tokens=budget))
+        assert r.ttft == pytest.approx((0.00505,))
+
+
+def test_what_one_request_leaves_in_the_summary() -> None:
+    # 100-token prompt, 11 tokens: 1 prefill step and 10 decode steps of 10 ms = 110 ms
+    r = simulate(FLAT, _sim(concurrency=1, num_requests=1, output_tokens=11.0))
+    assert r.output_tokens_per_s == pytest.approx(11 / 0.110)
+    # decoding in 10 of the 11 steps; its context during them 101 ... 110, mean 105.5
+    assert r.mean_batch == pytest.approx(10 / 11)
+    assert r.mean_ctx == pytest.approx(105.5)
+    # steps of 10 ms: a random arrival waits E[dt^2] / 2 E[dt] = 5 ms for the one in flight
+    assert r.step_mean == pytest.approx(0.010)
+    assert r.step_residual == pytest.approx(0.005)
+    assert r.itl_token_mean == pytest.approx(0.010)
+
+
+def test_the_waves_mixed_and_decode_only_steps() -> None:
+    # the wave of test_a_closed_loop_wave_...: steps 2 and 3 decode and prefill (mixed),
+    # steps 4 and 5 only decode: half the decoding steps are mixed, each 10 ms; the prompt
+    # tokens per step, time-weighted: (200 + 198 + 2) / 5 steps = 80
+    r = simulate(FLAT, _sim())
+    assert (r.mix_fraction, r.mix_step_mean, r.dec_step_mean) == pytest.approx((0.5, 0.01, 0.01))
+    assert r.mean_prefill_tokens == pytest.approx(80.0)
+
+
+def test_staggered_clients_start_one_estimated_request_apart() -> None:
+    # the estimate of one request's time that spreads a steady loop's clients: a step with a
+    # logit row costs 10 ms + a 5 ms LM head. 4 clients x 100 tokens at 200 a step: 2 prefill
+    # steps with logits (2 x 15 ms) and 2 decode steps (2 x 15 ms): 60 ms
+    lm = dataclasses.replace(FLAT, s_lm_w=0.005)
+    assert sim_mod._estimate_e2e(lm, _sim(), 4) == pytest.approx(0.060)
