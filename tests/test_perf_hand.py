@@ -221,6 +221,12 @@ def test_spread_lengths_keep_their_means() -> None:
     assert min(prompts) < 100 and max(prompts) > 1500  # CV 1: an exponential's spread
 
 
+def test_spread_outputs_are_uniform_around_the_mean_with_fixed_prompts() -> None:
+    # the steady and Poisson patterns: prompts fixed, outputs 256 x (0.5 + u_j) with
+    # u_j = (0.5 + j x 0.618034) mod 1 = 0.5, 0.118034, 0.736068: 256, 158.2, 316.4 tokens
+    assert lengths_mod.lengths(3, 512, 256, 0.0, 0.5) == [(512, 256), (512, 158), (512, 316)]
+
+
 def test_arrival_times_are_exponential_gaps_at_the_rate() -> None:
     # gap j: -ln(1 - u_j x 0.999999) / rate with u_j = (0.5 + j x 0.618034) mod 1;
     # u_0 = 0.5: ln(1 / 0.5000005) / 2 = 0.346573 s; u_1 = 0.118034:
