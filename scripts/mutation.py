@@ -86,6 +86,7 @@ GROUPS = (
             "tests/test_perf_hand.py",
             "tests/test_perf_hand_step.py",
             "tests/test_perf_hand_verdict.py",
+            "tests/test_perf_layouts.py",
             "tests/test_perf_model.py",
             "tests/test_perf_verdict.py",
             "tests/test_token_budget.py",

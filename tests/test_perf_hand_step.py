@@ -15,7 +15,7 @@ from llmdeploy.perf.step import build_step_model
 from llmdeploy.perf.types import Deployment, Hardware, ModelGeometry
 from test_perf_hand import FLAT, TOY, TOY_C, TOY_HW
 
-# --- layouts: the collectives a data-parallel MoE replica and a pipeline add to a step --------
+# --- layouts: experts under data parallelism, pipeline sends ----------------------------------
 
 LINKED = Hardware(
     name="toy", mem_bw_gbs=1000.0, fp16_tflops=100.0, interconnect="nvlink",
@@ -28,22 +28,14 @@ LINK_C = dataclasses.replace(
 )
 
 
-def test_the_expert_all_gather_and_reduce_scatter_of_a_data_parallel_moe_step() -> None:
-    # 2 MoE layers, hidden 1024, top-2 of 8 experts, DP 2 of TP 1 over NVLink at 100 GB/s x
-    # 0.5 efficiency = 50 GB/s. vLLM's allgather_reducescatter backend
-    # (vllm-project/vllm@00143004 vllm/distributed/device_communicators/all2all.py,
-    # AgRsAll2AllManager.dispatch, .combine): per MoE layer one all-gather of each token's hidden
-    # state (2 B x 1024) with its top-k weights and ids (2 x 8 B), and one reduce-scatter of the
-    # output (2 B x 1024): 4,112 B a token. A ring moves (dp - 1) / dp = 1/2 of it:
-    # 2 layers x 1/2 x 4,112 B / 50e9 B/s = 82.24 ps a token; the latency terms are
-    # 2 collectives x 2 layers x 3 us = 12 us a step.
+def test_a_data_parallel_moe_gpu_reads_its_share_of_the_experts() -> None:
+    # 2 MoE layers, hidden 1024, top-2 of 8 experts of width 512, DP 2 of TP 1 (the
+    # all-gather and reduce-scatter: tests/test_perf_layouts.py)
     moe = ModelGeometry(
         name="moe", layers=2, hidden=1024, heads=8, kv_heads=8, head_dim=128,
         intermediate=4096, vocab=1000, num_experts=8, experts_per_token=2, moe_intermediate=512,
     )  # fmt: skip
     sm = build_step_model(LINKED, moe, Deployment(tp=1, data_parallel=2), LINK_C)
-    assert sm.a2a_alpha == pytest.approx(12e-6)
-    assert sm.s_a2a_tok == pytest.approx(2 * 0.5 * 4112 / 50e9)
     assert (sm.ranks, sm.experts_all_ranks) == (2, True)
     # each GPU holds half of every layer's experts (DP 2 shards them): one expert of both
     # layers is 2 x 3 x 1024 x 512 / 2 = 1,572,864 params, 2 B each at 0.5 TB/s = 6.29 us;
@@ -52,11 +44,12 @@ def test_the_expert_all_gather_and_reduce_scatter_of_a_data_parallel_moe_step() 
     assert sm.s_expert_f == pytest.approx(2 * 2 * 1_572_864 / 50e12)
 
 
-def test_the_stage_to_stage_sends_of_a_pipeline_over_two_nodes() -> None:
-    # PP 4 over 2 nodes, TP 2: 3 sends a batch, 1 between the nodes (network, 10 GB/s x 0.5)
-    # and 2 inside them (NVLink, 100 GB/s x 0.5). Each TP rank sends its half of the hidden
-    # state and the residual: 2 x 1024 x 2 B / 2 = 2,048 B a token (the IntermediateTensors
-    # {"hidden_states", "residual"} of vllm/model_executor/models/llama.py). Per token:
+def test_the_stage_to_stage_sends_of_a_pipeline_over_and_inside_nodes() -> None:
+    # PP 4 over 2 nodes, TP 2 (one path each: tests/test_perf_layouts.py): 3 sends a batch, 1
+    # between the nodes (network, 10 GB/s x 0.5) and 2 inside them (NVLink, 100 GB/s x 0.5).
+    # Each TP rank sends its half of the hidden state and the residual: 2 x 1024 x 2 B / 2 =
+    # 2,048 B a token (the IntermediateTensors {"hidden_states", "residual"} of
+    # vllm/model_executor/models/llama.py). Per token:
     # 2,048 / 5e9 + 2 x 2,048 / 50e9 = 409.6 ns + 81.92 ns; per step the latency of one
     # network send (20 us) and two NVLink sends (2 x 3 us) = 26 us. 4 stages: 4 batches in
     # flight, so one step of the replica is one batch's step at a quarter of the sequences.
