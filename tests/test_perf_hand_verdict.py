@@ -82,6 +82,17 @@ def test_the_deployment_is_the_sizings_layout_and_the_engines_admission() -> Non
     assert dep.kv_admission == "reserve"
 
 
+def test_a_hybrid_pipelines_state_is_every_stages() -> None:
+    # Qwen3-Next-80B-A3B: 36 of its 48 layers are linear-attention (state-space) mixers; over
+    # PP 2 the sizing's figures are the binding stage's (18 mixers), but one step of a
+    # sequence crosses both stages: the state read and written is all 36 layers'
+    s = _quick("qwen3-next-80b-a3b", "p5.48xlarge", tp=4, pp=2, nodes=2)
+    assert s.kv_layout is not None
+    per_layer = s.kv_layout.state_bytes_per_layer
+    assert s.state_bytes_per_sequence == 18 * per_layer
+    assert inputs.deployment(s, kv_admission="optimistic").state_bytes_per_seq == 36 * per_layer
+
+
 def test_mla_geometry_keeps_its_value_head_width() -> None:
     # DeepSeek-V3 config.json: v_head_dim 128, kv_lora_rank 512, qk_rope_head_dim 64
     geo = inputs.geometry(load_architecture("DeepSeek-V3"))
