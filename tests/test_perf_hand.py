@@ -128,18 +128,11 @@ def test_routed_expert_gemms_slow_down_with_the_experts_size_on_one_gpu() -> Non
     #   TP 2, i = 1024 per GPU (each expert sliced): 0.8 x 1024 / 3072 -> 13.33 TFLOPS, and
     #         half the FLOPs per GPU
     #   TP 2 with expert parallelism: experts whole, i = 2048 -> 20 TFLOPS
-    geo = ModelGeometry(
-        name="toy-moe", layers=1, hidden=1024, heads=8, kv_heads=8, head_dim=128,
-        intermediate=4096, vocab=1000, num_experts=8, experts_per_token=2, moe_intermediate=2048,
-    )  # fmt: skip
-    hw = Hardware(name="toy", mem_bw_gbs=1000.0, fp16_tflops=100.0, interconnect="nvlink")
-    c = Constants(
-        engine="t", versions="t", eta_weights=0.5, eta_kv=0.5, eta_experts=0.5, mu_gemm=0.5,
-        mu_attn=0.5, fp8_gemm_factor=1.0, gemm_knee=1000.0, ar_latency_nvlink_us=0.0,
-        ar_latency_pcie_us=0.0, link_efficiency=1.0, layer_overhead_us=0.0,
-        step_overhead_us=0.0, seq_overhead_us=0.0, host_overlap=True, stream_token_us=0.0,
-        ttft_overhead_ms=0.0, request_overhead_ms=0.0, moe_gemm_factor=0.8, moe_dim_half=2048.0,
-    )  # fmt: skip
+    geo = dataclasses.replace(
+        TOY, name="toy-moe", num_experts=8, experts_per_token=2, moe_intermediate=2048
+    )
+    hw = dataclasses.replace(TOY_HW, interconnect="nvlink")
+    c = dataclasses.replace(TOY_C, moe_gemm_factor=0.8, moe_dim_half=2048.0)
     flops = 2 * 2 * 6_291_456
     tp1 = build_step_model(hw, geo, Deployment(), c)
     assert tp1.s_expert_f == pytest.approx(flops / 20e12)
