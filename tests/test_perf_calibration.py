@@ -220,3 +220,22 @@ def test_report_judges_a_held_out_directory(tmp_path: Path) -> None:
     assert RES.summary_line("all cases", RES.headline(REPORT.rows_of(tmp_path))) in lines
     with pytest.raises(SystemExit):
         REPORT.report(tmp_path / "empty", table=False)
+
+
+def test_excluded_rows_are_left_out_and_first_sweeps_keep_no_throughput() -> None:
+    """An arrival row marked ``excluded`` (a warm-up stall its log shows) is no case; a server's
+    first sweep (``first_on_server``: its all-request throughput includes the warm-up) keeps its
+    latency targets and loses its throughput one (scripts/perf_calibration.py)."""
+    rows = [
+        row
+        for path in sorted(CAL.DATA.glob("h200-vllm-0.24.0-arrivals*.yaml"))
+        for row in YAML(typ="safe").load(path.read_text())["arrivals"]
+    ]
+    cases = {c.id: c for c in CAL.load_cases(CAL.DATA)}
+    excluded = [r["id"] for r in rows if r.get("excluded")]
+    first = [r["id"] for r in rows if r.get("first_on_server") and not r.get("excluded")]
+    assert len(excluded) == 2 and not set(excluded) & set(cases)
+    assert len(first) == 7  # one per geometry served (four, then three)
+    for rid in first:
+        metrics = {t.metric for t in cases[rid].targets}
+        assert "thr" not in metrics and {"ttft_p50", "itl_p50"} <= metrics, rid
