@@ -340,15 +340,12 @@ def arrival_cases(doc: dict[str, Any], source: str, directory: Path) -> list[Cas
         )  # fmt: skip
         isl, osl = float(row["input_tokens"]), float(row["output_tokens"])
         arrival = row["arrival"]
-        wl = workloads.workload(
-            arrival, isl, osl, concurrency=row.get("concurrency"),
-            requests_per_s=row.get("request_rate"), num_requests=int(row["num_requests"]),
+        # request by request as loadgen.py ran it: its seeded lengths, gaps and stagger
+        wl = workloads.loadgen(
+            arrival, isl, osl, int(row["num_requests"]), concurrency=row.get("concurrency"),
+            requests_per_s=row.get("request_rate"), spread=float(row["output_spread"]),
         )  # fmt: skip
-        # loadgen.py staggers client k by k/C of 30 ms per output token
-        stagger = 0.030 * osl if arrival == "steady" else None
-        wl = dataclasses.replace(
-            wl, cached_requests=_hits(row.get("prefix_cache_hits", "")), stagger_s=stagger
-        )
+        wl = dataclasses.replace(wl, cached_requests=_hits(row.get("prefix_cache_hits", "")))
         met = row["metrics"]
         # the first sweep after a server start: its throughput over all requests includes the
         # warm-up (Triton JIT compilations vLLM logs during the first requests); its latencies

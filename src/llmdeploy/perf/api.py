@@ -98,6 +98,8 @@ def sim_input(dep: Deployment, workload: Workload, c: Constants) -> SimInput:
         cached_requests=workload.cached_requests,
         lookahead=c.host_overlap,
         stagger_s=workload.stagger_s,
+        output_lengths=workload.output_lengths,
+        arrival_s=workload.arrival_s,
     )
 
 

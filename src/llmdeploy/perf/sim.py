@@ -73,7 +73,12 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             n_total = max(1, int(si.num_requests or 1))
             n_meas = n_total
         starts = arrival_times(n_total, rate)
+        if len(si.arrival_s) >= n_total and not steady:  # a recorded schedule (perf.workloads.loadgen)
+            starts = list(si.arrival_s[:n_total])
     lens = lengths(n_total, si.input_tokens, si.output_tokens, si.length_cv, si.output_spread)
+    if len(si.output_lengths) >= n_total and not steady:
+        p_len = max(1, round(si.input_tokens))
+        lens = [(p_len, max(1, int(o))) for o in si.output_lengths[:n_total]]
     jitter = 0.0
     if closed and steady:
         fit_kv = int(si.kv_capacity_tokens // max(1.0, si.input_tokens + si.output_tokens))

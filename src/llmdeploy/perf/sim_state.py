@@ -31,6 +31,8 @@ class SimInput:
     cached_requests: frozenset[int] = frozenset()  # requests whose prompt is in the prefix cache
     lookahead: bool = False  # async scheduling: a step is scheduled while the one before runs
     stagger_s: float | None = None  # replay: clients start over this many seconds (None: E2E)
+    output_lengths: tuple[int, ...] = ()  # replay: request i's output length (perf.workloads)
+    arrival_s: tuple[float, ...] = ()  # replay, open loop: request i's arrival (s)
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,7 @@ def _result(
         out_tps = acc.tokens / span
         rps = acc.done / span
     elif si.skip_warmup:  # throughput over the whole replay, latencies over its steady window
-        t0 = min(r.arrival for r in every)
+        t0 = 0.0  # the benchmark's clock starts before its first request arrives
         span = max(1e-9, max(r.finish for r in every) - t0)
         out_tps = sum(r.output for r in every) / span
         rps = len(every) / span

@@ -285,6 +285,8 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
         f_expert *= inter / (inter + c.moe_dim_half)
     f_att = hw.fp16_tflops * 1e12 * c.mu_attn
     w_bw = c.eta_weights * bw
+    # the packed 4-bit body streams slower than the 16-bit LM head beside it
+    dense_bw = w_bw * (c.w4_bw_factor if dep.gemm_dtype == "w4a16" else 1.0)
     # KV projections are replicated when tp > kv_heads
     attn_gpu = pc.attn_per_layer / t
     if m.kv_lora_rank == 0 and t > m.kv_heads:
@@ -329,7 +331,7 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
     pp = max(1, dep.pipeline_parallel)
     pp_alpha, s_pp_tok = _stage_sends(hw, m, dep, c) if pp > 1 else (0.0, 0.0)
     return StepModel(
-        s_dense_w=dense_bytes / w_bw,
+        s_dense_w=dense_bytes / dense_bw,
         s_dense_f=2.0 * dense_params_gpu / f_gemm,
         s_expert_w=expert_params_gpu * dep.weight_bytes_expert / (c.eta_experts * bw),
         s_expert_f=2.0 * active_expert_params / f_expert,

@@ -136,6 +136,11 @@ class Workload:
     # replays of a staggered closed loop: client k starts at k/C of this many seconds (None:
     # of the model's own estimate of one request's time)
     stagger_s: float | None = None
+    # replays of a recorded benchmark schedule (perf.workloads.loadgen): request i's output
+    # length, and (open loop) its arrival in seconds after the benchmark's clock started.
+    # Empty: the model's own deterministic lengths and arrivals (perf.lengths).
+    output_lengths: tuple[int, ...] = ()
+    arrival_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -173,6 +178,10 @@ class Constants:
     # weight-only 4-bit GEMMs (AWQ/GPTQ on Marlin-style kernels: dequantize, then BF16 MMA)
     # reach this fraction of mu_gemm at the BF16 peak
     w4_gemm_factor: float = 1.0
+    # ... and stream their packed weights at this fraction of eta_weights: at decode batch
+    # sizes the kernel dequantizes every weight it loads (unpack, zero point, scale) in the
+    # same loop as the loads, and does not keep HBM as busy as a BF16 GEMV does
+    w4_bw_factor: float = 1.0
 
 
 @dataclass(frozen=True)

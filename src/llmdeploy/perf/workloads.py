@@ -17,11 +17,13 @@ Three patterns, each what a kind of client does:
 
 from __future__ import annotations
 
+import dataclasses
+import random
 from typing import Literal
 
 from llmdeploy.perf.types import Workload
 
-__all__ = ["ARRIVALS", "OUTPUT_SPREAD", "Arrival", "from_loadgen", "workload"]
+__all__ = ["ARRIVALS", "OUTPUT_SPREAD", "Arrival", "from_loadgen", "loadgen", "workload"]
 
 Arrival = Literal["closed-loop", "steady", "poisson"]
 ARRIVALS: tuple[Arrival, ...] = ("closed-loop", "steady", "poisson")
@@ -72,16 +74,69 @@ def workload(
 
 
 _LOADGEN: dict[str, Arrival] = {"closed": "closed-loop", "stagger": "steady", "poisson": "poisson"}
+# the GPU toolkit's load generator (../shared/gpu/loadgen.py) draws its output lengths from
+# random.Random(7) and its Poisson gaps from random.Random(11), and staggers client k of C by
+# k/C of 30 ms per output token
+_LOADGEN_LENGTH_SEED = 7
+_LOADGEN_ARRIVAL_SEED = 11
+_LOADGEN_STAGGER_S_PER_TOKEN = 0.030
+
+
+def loadgen(
+    arrival: Arrival,
+    input_tokens: float,
+    output_tokens: float,
+    num_requests: int,
+    *,
+    concurrency: int | None = None,
+    requests_per_s: float | None = None,
+    spread: float | None = None,
+) -> Workload:
+    """The workload one sweep of the GPU toolkit's load generator ran, request by request: the
+    output lengths and (open loop) arrival times it drew from its fixed seeds, and its stagger.
+    A benchmark of a few hundred requests differs from the pattern's mean: the 40 Poisson
+    arrivals at 2/s that generator draws span 15 % more time than 40 / 2 s and ask for 11 %
+    fewer output tokens than 40 x OSL, so a replay with the pattern's mean lengths and gaps
+    predicts about 30 % more throughput than that run could show. ``spread``: its SPREAD argument (default 0 for a
+    closed loop, 0.5 otherwise)."""
+    base = workload(
+        arrival,
+        input_tokens,
+        output_tokens,
+        concurrency=concurrency,
+        requests_per_s=requests_per_s,
+        num_requests=num_requests,
+    )
+    s = (0.0 if arrival == "closed-loop" else OUTPUT_SPREAD) if spread is None else spread
+    osl = int(output_tokens)
+    rng_len = random.Random(_LOADGEN_LENGTH_SEED)
+    outs = tuple(
+        max(1, int(round(osl * (1 - s + 2 * s * rng_len.random())))) for _ in range(num_requests)
+    )
+    arrivals: tuple[float, ...] = ()
+    if arrival == "poisson":
+        assert requests_per_s is not None  # workload() has checked it
+        rng = random.Random(_LOADGEN_ARRIVAL_SEED)
+        t, ts = 0.0, []
+        for _ in range(num_requests):
+            t += rng.expovariate(requests_per_s)
+            ts.append(t)
+        arrivals = tuple(ts)
+    return dataclasses.replace(
+        base,
+        output_spread=s,
+        output_lengths=outs,
+        arrival_s=arrivals,
+        stagger_s=_LOADGEN_STAGGER_S_PER_TOKEN * osl if arrival == "steady" else None,
+    )
 
 
 def from_loadgen(sweep: str) -> Workload:
     """The workload of one sweep of the GPU toolkit (``ISL/OSL/MODE:ARG/NREQ``, MODE closed,
-    stagger or poisson), as its steady-window summary counts it."""
+    stagger or poisson), request by request as it ran (:func:`loadgen`)."""
     isl, osl, mode, nreq = sweep.split("/")
     kind, arg = mode.split(":")
     arrival = _LOADGEN[kind]
     if arrival == "poisson":
-        return workload(
-            arrival, float(isl), float(osl), requests_per_s=float(arg), num_requests=int(nreq)
-        )
-    return workload(arrival, float(isl), float(osl), concurrency=int(arg), num_requests=int(nreq))
+        return loadgen(arrival, float(isl), float(osl), int(nreq), requests_per_s=float(arg))
+    return loadgen(arrival, float(isl), float(osl), int(nreq), concurrency=int(arg))
