@@ -3,7 +3,7 @@
 calibration file of the performance model (issue 22; docs/performance-model.md,
 "Measured on one H200").
 
-Usage: python scripts/gpu_ingest.py [--header=first|second] RESULTS_DIR OUT.yaml [KEY ...]
+Usage: python scripts/gpu_ingest.py [--header=first|second|third] RESULTS_DIR OUT.yaml [KEY[:PLAN] ...]
 
 RESULTS_DIR/KEY/ holds what serve-sweep.sh wrote for model KEY (its log, one JSON per sweep,
 sweeps.txt with the raw summaries). The sweeps of one model ran in the order of
@@ -37,8 +37,11 @@ GEOMETRY = {
     "m8b": "Llama-3.1-8B geometry",
     "m8bk": "Llama-3.1-8B geometry, FP8 KV cache, 32k context",
     "mix": "Mixtral-8x7B geometry",
+    "l8awq": "Llama-3.1-8B-Instruct-AWQ geometry",
+    "q14b": "Qwen2.5-14B geometry",
+    "m1b": "Llama-3.2-1B geometry",
 }
-WEIGHTS = {"qawq": "awq-int4", "m70fp8": "fp8", "goss": "mxfp4"}
+WEIGHTS = {"qawq": "awq-int4", "l8awq": "awq-int4", "m70fp8": "fp8", "goss": "mxfp4"}
 MODE = {"closed": "closed-loop", "stagger": "steady", "poisson": "poisson"}
 
 
@@ -108,11 +111,14 @@ def in_flight(reqs: list[dict[str, Any]]) -> float:
     return sum(r["t_end"] - r["t_start"] for r in reqs) / (t1 - t0)
 
 
-def ingest(results: Path, key: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def ingest(
+    results: Path, key: str, plan_name: str | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     d = results / key
     log = (d / f"{key}.log").read_text(errors="replace")
     st = startup(log)
-    plan = yaml.safe_load((REPO / "tests/data/perf/gpu-plan" / f"{key}.yaml").read_text())
+    plan_file = REPO / "tests/data/perf/gpu-plan" / f"{plan_name or key}.yaml"
+    plan = yaml.safe_load(plan_file.read_text())
     model = plan["models"][key]
     cache = Lru(st["kv_cache_tokens"] // BLOCK)
     rows = []
@@ -219,6 +225,19 @@ HEADERS["second"] = """\
 # sweep was lost); both start-ups logged the same memory figures. Two rows carry `excluded`, set
 # by hand after reading the server log (the reason is in the row); the loader skips them.
 """
+HEADERS["third"] = """\
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-02 (third lease)
+# by llmdeploy's developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py),
+# dummy weights (--load-format dummy), converted by scripts/gpu_ingest.py. Server and load as in
+# h200-vllm-0.24.0-arrivals-2.yaml, with LOADGEN_SEED=s3 (no prompt repeats across sweeps).
+# Geometries the fit had not seen: Llama-3.1-8B AWQ (tests/data/perf/models/l8awq) and
+# Qwen2.5-14B (models/q14b), and small batches (1 to 16) of two it had: Llama-3.2-1B and
+# Qwen2.5-7B AWQ (plans m1bh.yaml and qawqh.yaml; their start-ups logged the same memory
+# figures as before). vLLM ran both AWQ geometries through MacheteLinearKernel (log: "Using
+# MacheteLinearKernel for AutoAWQMarlinLinearMethod"). Predictions recorded before the runs:
+# tests/data/perf/predictions/{l8awq,q14b}.json at commit 4596d0c and {m1bh,qawqh}.json at
+# 38cc515 (the model with the toolkit's seeded replay, before its refit).
+"""
 
 
 def main(argv: list[str]) -> int:
@@ -228,8 +247,9 @@ def main(argv: list[str]) -> int:
     results, out = Path(argv[0]), Path(argv[1])
     keys = argv[2:] or sorted(p.name for p in results.iterdir() if p.is_dir())
     starts, rows = [], []
-    for k in keys:
-        s, r = ingest(results, k)
+    for arg in keys:  # KEY, or KEY:PLAN when the plan file is not KEY.yaml
+        k, _, plan = arg.partition(":")
+        s, r = ingest(results, k, plan or None)
         starts.append(s)
         rows += r
     body = yaml.safe_dump({"startup": starts, "arrivals": rows}, sort_keys=False, width=200)

@@ -60,12 +60,14 @@ class Param:
 _SIGMA = dict(mu_gemm=0.7, eta_kv=0.7, eta_experts=0.7, layer_overhead_us=1.0)
 _SIGMA |= dict(moe_gemm_factor=0.7, w4_gemm_factor=0.7, w4_bw_factor=0.7, moe_dim_half=1.0)
 _SIGMA |= dict(step_overhead_us=1.5, seq_overhead_us=1.5, ttft_overhead_ms=1.5)
+_SIGMA |= dict(prefill_step_overhead_us=1.5)
 _SIGMA |= dict(request_overhead_ms=1.5, stream_token_us=1.0)
 _BOUNDS = dict(mu_gemm=(0.1, 0.95), eta_kv=(0.15, 0.98), eta_experts=(0.05, 0.98))
 _BOUNDS |= dict(moe_gemm_factor=(0.05, 1.0), w4_gemm_factor=(0.1, 1.0), w4_bw_factor=(0.1, 1.0))
 _BOUNDS |= dict(moe_dim_half=(16.0, 65536.0))
 _BOUNDS |= dict(layer_overhead_us=(0.5, 500.0), step_overhead_us=(5.0, 20000.0))
 _BOUNDS |= dict(seq_overhead_us=(0.1, 500.0), ttft_overhead_ms=(0.1, 200.0))
+_BOUNDS |= dict(prefill_step_overhead_us=(5.0, 50000.0))
 _BOUNDS |= dict(request_overhead_ms=(0.01, 50.0), stream_token_us=(1.0, 500.0))
 _KERNELS = dict(mu_gemm=0.6, eta_kv=0.6, eta_experts=0.8, layer_overhead_us=30.0)
 _KERNELS |= dict(moe_gemm_factor=0.8, w4_gemm_factor=0.6, w4_bw_factor=0.7, moe_dim_half=1024.0)
@@ -78,6 +80,7 @@ _PER_SCOPE: dict[str, dict[str, float]] = {
     ),
     "vllm>=0.12": dict(
         step_overhead_us=2000.0,
+        prefill_step_overhead_us=2000.0,
         seq_overhead_us=30.0,
         ttft_overhead_ms=8.0,
         request_overhead_ms=2.0,
@@ -269,6 +272,13 @@ def folds(cases: list[cal.Case]) -> dict[str, list[int]]:
             lambda c: c.id.startswith("h200-vllm0240-m8bk-")
         ),
         "H200 arrivals: gpt-oss-20b": pick(lambda c: c.id.startswith("h200-vllm0240-goss-")),
+        # the third lease (2026-12-02): two more geometries, and small batches of the 1B (its
+        # first-file rows stay in the "H200 file" fold)
+        "H200 arrivals: Llama-3.1-8B AWQ": pick(lambda c: c.id.startswith("h200-vllm0240-l8awq-")),
+        "H200 arrivals: Qwen2.5-14B": pick(lambda c: c.id.startswith("h200-vllm0240-q14b-")),
+        "H200 arrivals: Llama-3.2-1B small batches": pick(
+            lambda c: c.id.startswith("h200-vllm0240-m1b-512-")
+        ),
     }
 
 

@@ -181,6 +181,7 @@ class StepModel:
     pp_alpha: float = 0.0  # seconds per step: stage-to-stage sends, latency terms
     s_pp_tok: float = 0.0  # seconds per token of one batch: stage-to-stage sends
     s_state: float = 0.0  # seconds per sequence in the step: state-space state read + write
+    prefill_fixed: float = 0.0  # seconds added to a step that carries prompt tokens
 
     def times(
         self,
@@ -240,6 +241,8 @@ class StepModel:
         host = self.host_fixed + self.host_seq * (n_dec + pf_seqs)
         # overlapped host and GPU work: a smooth max (overlap is never perfect)
         step = _pnorm(gpu, host, _OVERLAP_KNEE) if self.overlap else gpu + host
+        if pf_tokens > 0.0:
+            step += self.prefill_fixed
         if stream > 0.0:
             step = _pnorm(step, stream, _OVERLAP_KNEE)
         return g, a_dec, a_pf, ar, self.gpu_fixed, host, step
@@ -348,6 +351,7 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
         s_ar_tok=s_ar_tok,
         gpu_fixed=c.layer_overhead_us * 1e-6 * m.layers,
         host_fixed=c.step_overhead_us * 1e-6,
+        prefill_fixed=c.prefill_step_overhead_us * 1e-6,
         host_seq=c.seq_overhead_us * 1e-6,
         overlap=c.host_overlap,
         stream_tok=c.stream_token_us * 1e-6,

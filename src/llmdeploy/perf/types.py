@@ -182,6 +182,11 @@ class Constants:
     # sizes the kernel dequantizes every weight it loads (unpack, zero point, scale) in the
     # same loop as the loads, and does not keep HBM as busy as a BF16 GEMV does
     w4_bw_factor: float = 1.0
+    # engine time of a step that carries prompt tokens, beyond its compute, during which no
+    # running request gets a token: on vLLM 0.24 / H200 the open-loop runs of three small
+    # geometries (1B, 7B and 8B AWQ) show 15 to 19 ms of stall per arriving request that the
+    # prompt's FLOPs do not explain (docs/performance-model.md, "Prefill steps"). 0: none.
+    prefill_step_overhead_us: float = 0.0
 
 
 @dataclass(frozen=True)
