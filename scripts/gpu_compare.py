@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| prediction | lease | arrival | rows | throughput | ITL p50 | TTFT p50 |")
     print("|---|---|---|---:|---:|---:|---:|")
     for kind in ("before", "held", "now"):
-        for lease in (*LEASES, "both"):
+        for lease in (*LEASES, "every"):
             for arrival in ("closed-loop", "steady", "poisson", "all"):
                 cells = []
                 n = 0
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                     xs = [
                         v
                         for (k, ls, a, m), vals in errs.items()
-                        if k == kind and m == metric and lease in (ls, "both")
+                        if k == kind and m == metric and lease in (ls, "every")
                         and arrival in (a, "all")
                         for v in vals
                     ]  # fmt: skip

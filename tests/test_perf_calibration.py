@@ -137,6 +137,10 @@ FITTED_KV = {
     "h200-vllm0240-mix-": 319264,
     "h200-vllm0240-m8bk-": 1839136,
     "h200-vllm0240-goss-": 2430290,
+    # the third lease (h200-vllm-0.24.0-arrivals-3.yaml; the 1B's and the 7B AWQ's start-ups
+    # logged their earlier figures)
+    "h200-vllm0240-l8awq-": 997776,
+    "h200-vllm0240-q14b-": 535024,
 }
 
 
@@ -235,7 +239,7 @@ def test_excluded_rows_are_left_out_and_first_sweeps_keep_no_throughput() -> Non
     excluded = [r["id"] for r in rows if r.get("excluded")]
     first = [r["id"] for r in rows if r.get("first_on_server") and not r.get("excluded")]
     assert len(excluded) == 2 and not set(excluded) & set(cases)
-    assert len(first) == 7  # one per geometry served (four, then three)
+    assert len(first) == 11  # one per server started (four, three, then four)
     for rid in first:
         metrics = {t.metric for t in cases[rid].targets}
         assert "thr" not in metrics and {"ttft_p50", "itl_p50"} <= metrics, rid

@@ -396,3 +396,76 @@ def test_staggered_clients_start_one_estimated_request_apart() -> None:
     # steps with logits (2 x 15 ms) and 2 decode steps (2 x 15 ms): 60 ms
     lm = dataclasses.replace(FLAT, s_lm_w=0.005)
     assert sim_mod._estimate_e2e(lm, _sim(), 4) == pytest.approx(0.060)
+
+
+# --- replays of the GPU toolkit's load generator (perf.workloads.loadgen) ----------------------
+
+
+def test_a_loadgen_replay_draws_the_toolkits_seeded_lengths_and_gaps() -> None:
+    # loadgen.py draws output lengths from random.Random(7): the first two random() values of
+    # Python's Mersenne Twister seeded 7 are 0.323833 and 0.150849, so with OSL 128 and spread
+    # 0.5 the outputs are round(128 x 0.823833) = 105 and round(128 x 0.650849) = 83 tokens.
+    # Its Poisson gaps come from random.Random(11), whose first random() is 0.452380: the first
+    # request arrives -ln(1 - 0.452380) / 2 = 0.602173 / 2 = 0.301086 s after the clock starts
+    wl = workloads.loadgen("poisson", 512, 128, 2, requests_per_s=2.0)
+    assert wl.output_lengths == (105, 83)
+    assert wl.arrival_s[0] == pytest.approx(0.301086, abs=1e-6)
+    assert wl.arrival_s[1] > wl.arrival_s[0] and wl.output_spread == 0.5
+    # a closed loop has fixed lengths and no arrival times; a steady mix staggers its clients
+    # by 30 ms per output token (128 x 0.030 = 3.84 s over the C clients)
+    closed = workloads.loadgen("closed-loop", 512, 128, 3, concurrency=3)
+    assert closed.output_lengths == (128, 128, 128) and closed.arrival_s == ()
+    assert workloads.loadgen("steady", 512, 128, 3, concurrency=3).stagger_s == pytest.approx(3.84)
+    assert workloads.from_loadgen("512/128/poisson:2/2") == wl
+
+
+def test_the_toolkits_seeds_are_the_ones_the_replay_uses() -> None:
+    # cross-check with ../shared/gpu/loadgen.py when the checkout has it beside it
+    src = Path(__file__).resolve().parents[1].parent / "shared" / "gpu" / "loadgen.py"
+    if not src.exists():
+        pytest.skip("../shared/gpu/loadgen.py is not beside this checkout")
+    text = src.read_text()
+    assert "rng_len = random.Random(7)" in text
+    assert "rng = random.Random(11)" in text and "t += rng.expovariate(arg)" in text
+    assert "est = 0.030 * osl" in text
+
+
+def test_a_replayed_schedule_is_the_one_the_simulation_runs() -> None:
+    # FLAT: every step 10 ms. Request 0 arrives at 0.5 s (100-token prompt, 3 outputs): its
+    # prefill step ends at 0.51 s with the first token, two decode steps end it at 0.53 s.
+    # Request 1 arrives at 1.0 s with 5 outputs: first token 1.01 s, done at 1.05 s. The
+    # throughput of the replay is over the benchmark's clock from 0: 8 tokens / 1.05 s
+    r = simulate(
+        FLAT,
+        _sim(
+            concurrency=None, request_rate=2.0, num_requests=2, output_tokens=4.0,
+            arrival_s=(0.5, 1.0), output_lengths=(3, 5), skip_warmup=True,
+        ),
+    )  # fmt: skip
+    assert r.ttft == pytest.approx((0.010,))  # the steady window keeps request 1
+    assert r.output_tokens_per_s == pytest.approx(8 / 1.05)
+
+
+def test_packed_4bit_weights_stream_at_w4_bw_factor_of_the_bandwidth() -> None:
+    # TOY's body, 16,777,216 params, at 0.5 byte each (W4A16) read at 0.5 x 1 TB/s: 16.777 us;
+    # at w4_bw_factor 0.5 the packed weights stream at half of that: 33.554 us. The LM head
+    # stays at 2 bytes a parameter and full bandwidth
+    dep = Deployment(weight_bytes_dense=0.5, gemm_dtype="w4a16")
+    c = dataclasses.replace(TOY_C, w4_bw_factor=0.5)
+    sm = build_step_model(TOY_HW, TOY, dep, c)
+    assert sm.s_dense_w == pytest.approx(16_777_216 * 0.5 / (0.5e12 * 0.5))
+    assert sm.s_lm_w == pytest.approx(1000 * 1024 * 2 / 0.5e12)
+    # a BF16 deployment is not affected by the factor
+    bf16 = build_step_model(TOY_HW, TOY, Deployment(), c)
+    assert bf16.s_dense_w == pytest.approx(16_777_216 * 2 / 0.5e12)
+
+
+def test_a_step_that_carries_prompt_tokens_pays_the_prefill_step_overhead() -> None:
+    # FLAT's 10 ms steps plus 5 ms in a step with prompt tokens: a decode step 10 ms, a
+    # prefill or mixed step 15 ms
+    sm = dataclasses.replace(FLAT, prefill_fixed=0.005)
+    assert sm.step(4, 400.0) == pytest.approx(0.010)
+    assert sm.step(0, 0.0, 100.0, 5_000.0, 0.0, 1.0, 1.0) == pytest.approx(0.015)
+    assert sm.step(4, 400.0, 100.0, 5_000.0, 0.0, 1.0, 1.0) == pytest.approx(0.015)
+    c = dataclasses.replace(TOY_C, prefill_step_overhead_us=5_000.0)
+    assert build_step_model(TOY_HW, TOY, Deployment(), c).prefill_fixed == pytest.approx(0.005)

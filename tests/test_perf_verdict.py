@@ -251,14 +251,15 @@ def test_a_target_met_only_inside_the_error_is_a_warning_at_its_field() -> None:
     slo: dict[str, Any] = {"concurrentRequests": 16, "inputTokens": 512, "outputTokens": 256}
     plain = sized(spec_text(slo, autoscaling={"maxReplicas": 1})).performance
     assert plain is not None and plain.estimate is not None
-    # a target 5% above the estimate: met, but not with the model's error margin
-    slo["itlMs"] = math.ceil(plain.estimate.itl_p99_ms * 1.05)
+    # a TTFT target 5% above the estimate: met, but not with the model's error margin (the
+    # held-out TTFT error of vLLM on Hopper is above 5 % under every arrival pattern)
+    slo["ttftMs"] = math.ceil(plain.estimate.ttft_p99_ms * 1.05)
     text = spec_text(slo, autoscaling={"maxReplicas": 1})
     rendered = pipeline.render_loaded(load.load_spec_text(text, "spec.yaml"), header_command="t")
     assert rendered.performance is not None and rendered.performance.meets_slo is True
-    itl_line = next(i for i, line in enumerate(text.splitlines(), 1) if "itlMs" in line)
+    ttft_line = next(i for i, line in enumerate(text.splitlines(), 1) if "ttftMs" in line)
     (warning,) = [w for w in rendered.warnings if "calibration error" in w.message]
-    assert warning.severity == "warning" and warning.line == itl_line
+    assert warning.severity == "warning" and warning.line == ttft_line
     (ceiling,) = [w for w in rendered.warnings if "autoscaling.maxReplicas" in w.message]
     assert "maxReplicas" in (ceiling.source_line or "")
 

@@ -126,11 +126,13 @@ def _between(low: float, high: float, margin: float) -> int:
 
 def _tight_ttft(path: Path) -> int:
     """A TTFT target for the L40S spec at ``path`` (budget left out, loose targets) that 16384
-    meets and the default 2048 misses at 16 clients per replica (64 over 4 replicas), once the
-    model says the bigger budget gives a clearly lower p99 TTFT there."""
+    meets and the default 2048 misses at 4 clients per replica (64 over 16 replicas), once the
+    model says the bigger budget gives a clearly lower p99 TTFT there. (At 16 per replica the
+    replica queues prompts whatever its budget, and the two budgets' p99 TTFTs come within
+    a few % of each other: no target falls clearly between them.)"""
     spec = load_spec_file(path).spec
-    ttft_default, _, (m_ttft, _) = _p99(spec, 2048, 16)
-    ttft_big, _, _ = _p99(spec, 16384, 16)
+    ttft_default, _, (m_ttft, _) = _p99(spec, 2048, 4)
+    ttft_big, _, _ = _p99(spec, 16384, 4)
     assert ttft_big < ttft_default * 0.9, (ttft_big, ttft_default)
     return _between(ttft_big, ttft_default, m_ttft)
 
@@ -221,7 +223,7 @@ def test_the_default_is_kept_unrendered_when_nothing_beats_it(tmp_path: Path) ->
 
 def test_a_tight_ttft_under_load_gets_a_bigger_budget(tmp_path: Path) -> None:
     # L40S, vLLM's default 2048: a 8192-token prompt takes four steps, each behind the running
-    # decodes; 16384 takes it in one. At 16 clients per replica (64 over 4 replicas) the model
+    # decodes; 16384 takes it in one. At 4 clients per replica (64 over 16 replicas) the model
     # must say 16384 gives the lower p99 TTFT; a target between the two then needs fewer
     # replicas with the bigger budget, which is what gets rendered
     ttft = _tight_ttft(_write(tmp_path, instance="g6e.2xlarge", ttft=LOOSE, itl=LOOSE))
