@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         line = [f"{rid[14:]:34s}"]
         for metric, field in METRICS:
             measured = row["metrics"][field]
-            skip_thr = metric == "thr" and row.get("first_on_server")
+            skip_thr = metric == "thr" and (row.get("first_on_server") or row.get("warmup_stall"))
             if before and not (lease == "third" and skip_thr):
                 # the first two leases' predictions were of loadgen's steady window (throughput
                 # too); the third's replay the whole run, as the rows' throughput counts it

@@ -350,7 +350,9 @@ def arrival_cases(doc: dict[str, Any], source: str, directory: Path) -> list[Cas
         # the first sweep after a server start: its throughput over all requests includes the
         # warm-up (Triton JIT compilations vLLM logs during the first requests); its latencies
         # are over the steady window, after the first C requests
-        thr = None if row.get("first_on_server") else met["output_tok_s"]
+        # (``warmup_stall``: a later sweep whose all-request figures show such a stall, with
+        # the evidence in the row)
+        thr = None if row.get("first_on_server") or row.get("warmup_stall") else met["output_tok_s"]
         targets = (
             _t("thr", thr, 1.0)
             + _t("ttft_p50", met["ttft_p50_ms"], 1.0)

@@ -185,7 +185,8 @@ class Constants:
     # engine time of a step that carries prompt tokens, beyond its compute, during which no
     # running request gets a token: on vLLM 0.24 / H200 the open-loop runs of three small
     # geometries (1B, 7B and 8B AWQ) show 15 to 19 ms of stall per arriving request that the
-    # prompt's FLOPs do not explain (docs/performance-model.md, "Prefill steps"). 0: none.
+    # prompt's FLOPs do not explain; fitted on every row, it explains a quarter of that
+    # (docs/performance-model.md, "Prefill steps"). 0: none.
     prefill_step_overhead_us: float = 0.0
 
 
