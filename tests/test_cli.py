@@ -622,6 +622,32 @@ def test_entry_point_subprocess_exit_codes(tmp_path: Path) -> None:
         assert "Traceback" not in proc.stderr
 
 
+ENTRY_POINT_GC = """
+import gc, sys
+from llmdeploy.cli import GC_THRESHOLD, main
+sys.argv = ["llmdeploy", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    print(exc.code, gc.get_threshold() == GC_THRESHOLD, gc.get_freeze_count() > 0)
+"""
+
+
+@pytest.mark.parametrize(("args", "code"), [(["--version"], 0), (["render", "-p", "nope"], 2)])
+def test_entry_point_collects_rarely_and_freezes_the_heap_on_exit(
+    args: list[str], code: int
+) -> None:
+    """The console script raises the collector's threshold before the commands are imported
+    and freezes the heap when the command ends, whichever way it ends (docs/performance.md)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", ENTRY_POINT_GC, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.stdout.split()[-3:] == [str(code), "True", "True"], proc.stderr
+
+
 # --- validate ------------------------------------------------------------------------------------
 
 

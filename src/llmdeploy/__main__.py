@@ -1,3 +1,3 @@
-from llmdeploy.cli.commands import main
+from llmdeploy.cli import main
 
 main()
