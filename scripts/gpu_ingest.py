@@ -3,7 +3,8 @@
 calibration file of the performance model (issue 22; docs/performance-model.md,
 "Measured on one H200").
 
-Usage: python scripts/gpu_ingest.py [--header=first|second|third] RESULTS_DIR OUT.yaml [KEY[:PLAN] ...]
+Usage: python scripts/gpu_ingest.py [--header=first|second|third] RESULTS_DIR OUT.yaml
+       [KEY[:PLAN] ...]   (PLAN: tests/data/perf/gpu-plan/PLAN.yaml when it is not KEY.yaml)
 
 RESULTS_DIR/KEY/ holds what serve-sweep.sh wrote for model KEY (its log, one JSON per sweep,
 sweeps.txt with the raw summaries). The sweeps of one model ran in the order of

@@ -349,16 +349,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         help="skip the full fit: start from the parameters of a fit-residuals.json-format file",
     )
+    ap.add_argument(
+        "--start-from",
+        type=Path,
+        help="run the full fit from the parameters of a fit-residuals.json-format file (an "
+        "earlier fit) instead of the starting values",
+    )
     args = ap.parse_args(argv)
     cases = cal.load_cases(args.perf_dir)
     ev = Evaluator(cases, args.workers)
     everything = list(range(len(cases)))
-    if args.from_params:
+
+    def stored_theta(path: Path) -> list[float]:
         stored = {
-            (q["name"], q["scope"]): q["fitted"]
-            for q in json.loads(args.from_params.read_text())["parameters"]
+            (q["name"], q["scope"]): q["fitted"] for q in json.loads(path.read_text())["parameters"]
         }
-        theta = [math.log(stored.get((p.name, p.scope), p.start)) for p in PARAMS]
+        return [math.log(stored.get((p.name, p.scope), p.start)) for p in PARAMS]
+
+    if args.from_params:
+        theta = stored_theta(args.from_params)
+    elif args.start_from:
+        theta = fit(ev, everything, start=stored_theta(args.start_from))
     else:
         theta = fit(ev, everything)
     print("\n".join(res.table(ev.rows(theta, everything))))
@@ -372,6 +383,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "generated_by": "python scripts/perf_fit.py"
         + (" --cv" if args.cv else "")
         + (f" --folds {args.folds!r} --cv-nfev {args.cv_nfev}" if args.cv and args.folds else "")
+        + (f" --start-from {args.start_from}" if args.start_from else "")
         + " --write",
         "parameters": [
             {**dataclasses.asdict(p), "fitted": float(f"{math.exp(v):.4g}")}

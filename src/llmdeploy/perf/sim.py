@@ -73,7 +73,9 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             n_total = max(1, int(si.num_requests or 1))
             n_meas = n_total
         starts = arrival_times(n_total, rate)
-        if len(si.arrival_s) >= n_total and not steady:  # a recorded schedule (perf.workloads.loadgen)
+        if (
+            len(si.arrival_s) >= n_total and not steady
+        ):  # a recorded schedule (perf.workloads.loadgen)
             starts = list(si.arrival_s[:n_total])
     lens = lengths(n_total, si.input_tokens, si.output_tokens, si.length_cv, si.output_spread)
     if len(si.output_lengths) >= n_total and not steady:

@@ -97,8 +97,8 @@ def loadgen(
     A benchmark of a few hundred requests differs from the pattern's mean: the 40 Poisson
     arrivals at 2/s that generator draws span 15 % more time than 40 / 2 s and ask for 11 %
     fewer output tokens than 40 x OSL, so a replay with the pattern's mean lengths and gaps
-    predicts about 30 % more throughput than that run could show. ``spread``: its SPREAD argument (default 0 for a
-    closed loop, 0.5 otherwise)."""
+    predicts about 30 % more throughput than that run could show. ``spread``: its SPREAD
+    argument (default 0 for a closed loop, 0.5 otherwise)."""
     base = workload(
         arrival,
         input_tokens,
@@ -111,7 +111,7 @@ def loadgen(
     osl = int(output_tokens)
     rng_len = random.Random(_LOADGEN_LENGTH_SEED)
     outs = tuple(
-        max(1, int(round(osl * (1 - s + 2 * s * rng_len.random())))) for _ in range(num_requests)
+        max(1, round(osl * (1 - s + 2 * s * rng_len.random()))) for _ in range(num_requests)
     )
     arrivals: tuple[float, ...] = ()
     if arrival == "poisson":
