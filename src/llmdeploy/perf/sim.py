@@ -73,12 +73,11 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             n_total = max(1, int(si.num_requests or 1))
             n_meas = n_total
         starts = arrival_times(n_total, rate)
-        if (
-            len(si.arrival_s) >= n_total and not steady
-        ):  # a recorded schedule (perf.workloads.loadgen)
+        # a recorded schedule (perf.workloads.loadgen): the benchmark's own arrivals
+        if len(si.arrival_s) >= n_total and not steady:
             starts = list(si.arrival_s[:n_total])
     lens = lengths(n_total, si.input_tokens, si.output_tokens, si.length_cv, si.output_spread)
-    if len(si.output_lengths) >= n_total and not steady:
+    if len(si.output_lengths) >= n_total and not steady:  # ... and its own output lengths
         p_len = max(1, round(si.input_tokens))
         lens = [(p_len, max(1, int(o))) for o in si.output_lengths[:n_total]]
     jitter = 0.0
