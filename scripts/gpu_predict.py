@@ -4,17 +4,19 @@
 Usage: python scripts/gpu_predict.py PLAN.yaml OUT.json
 
 PLAN: ``version`` (the vLLM release the toolkit serves), ``models`` (key -> ``config``: a
-config.json path, optional ``quantization``/``kv``/``max_model_len``, and ``serve_args``: the
-extra vLLM arguments the lease passes, which must say the same) and ``sweeps``
+config.json path, optional ``quantization``/``kv``/``max_model_len``/
+``gpu_memory_utilization``/``max_num_batched_tokens``, and ``serve_args``: the extra vLLM
+arguments the lease passes, which must say the same) and ``sweeps``
 ("ISL/OSL/MODE/NREQ" as ../shared/gpu/serve-sweep.sh takes them: closed:C | stagger:C |
 poisson:R). Each model is sized
 by llmdeploy on one H200 (p5en.48xlarge, TP 1, max-model-len 8192, gpu-memory-utilization
-0.92, as the toolkit serves it) and each sweep is predicted by the performance model of the
+0.92, as the toolkit serves it, unless the plan says otherwise) and each sweep is predicted by the performance model of the
 commit named in the output, with the arrival pattern the loadgen drives.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -39,7 +41,14 @@ def workload(sweep: str) -> Any:
 
 
 def predict(
-    config: Path, sweeps: list[str], version: str, quant: str, kv: str, max_model_len: int = 8192
+    config: Path,
+    sweeps: list[str],
+    version: str,
+    quant: str,
+    kv: str,
+    max_model_len: int = 8192,
+    gpu_memory_utilization: float = 0.92,
+    max_num_batched_tokens: int | None = None,
 ) -> list[Any]:
     req = request_from_options(
         str(config),
@@ -52,13 +61,15 @@ def predict(
         quantization=quant,
         kv_cache_dtype=kv,
         max_model_len=max_model_len,
-        gpu_memory_utilization=0.92,
+        gpu_memory_utilization=gpu_memory_utilization,
         engine="vllm",
         engine_version=version,
         pp=1,
         nodes=1,
         base_dir=Path.cwd(),
     )
+    if max_num_batched_tokens is not None:
+        req = dataclasses.replace(req, max_num_batched_tokens=max_num_batched_tokens)
     sz = size(req)
     run = registry.get("vllm").engine_run(sz, None)
     assert sz.instance is not None
@@ -72,6 +83,7 @@ def predict(
                 "sweep": sweep,
                 "kv_cache_tokens": sz.kv_cache_tokens,
                 "weights_gib": sz.weights_gib_per_gpu,
+                "kv_cache_gib": round(sz.kv_cache_gib_per_gpu, 3),
                 "output_tok_s": round(e.output_tokens_per_s, 1),
                 "ttft_p50_ms": round(e.ttft_p50_ms, 1),
                 "ttft_p99_ms": round(e.ttft_p99_ms, 1),
@@ -102,6 +114,8 @@ def main(argv: list[str]) -> int:
             str(m.get("quantization", "none")),
             str(m.get("kv", "auto")),
             int(m.get("max_model_len", 8192)),
+            float(m.get("gpu_memory_utilization", 0.92)),
+            m.get("max_num_batched_tokens"),
         )
     Path(argv[1]).write_text(json.dumps(out, indent=1) + "\n")
     return 0
