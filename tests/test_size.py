@@ -53,10 +53,7 @@ CASES: list[dict[str, Any]] = REPORT.load_cases(CALIBRATION)
 # The bars every calibration case must meet (README.md and docs/sizing.md §9 quote them).
 WEIGHTS_BAR, KV_BAR = 0.02, 0.05
 # Cases the calculator refuses, with the reason (the test fails if this list drifts).
-EXCLUDED: dict[str, str] = {
-    "llmd-v0190-granite-vision-33-2b-h100-tp1": "LLaVA-NeXT (granite-vision): no config.json "
-    "found, and its image grid pinpoints and multi-layer vision features are not modelled",
-}
+EXCLUDED: dict[str, str] = {}
 # Known residuals beyond the bars, each explained (docs/sizing.md §9); the value is the check
 # that is relaxed. A row listed here that comes back within the bars fails the test.
 KNOWN: dict[str, tuple[str, str]] = {

@@ -427,3 +427,36 @@ def test_gpt_oss_on_hopper_before_vllm_0_12_is_sized_as_marlin() -> None:
             engine_version=version,
         )
         assert calculator.compute(req).weights_gib_per_gpu == pytest.approx(logged, rel=0.001)
+
+
+def test_llava_next_sizes_its_largest_grid_pinpoint_and_its_feature_layers() -> None:
+    """Issue 26: LLaVA-NeXT (granite-vision-3.3-2b) was refused. vLLM 0.19's log states the
+    encoder budget, 8289 tokens: the 3840 x 384 pinpoint, 729 base features + 270 x 27 grid
+    features + 270 row newlines (vllm/model_executor/models/llava_next.py
+    ``get_num_image_tokens``), encoded as 1 + 10 crops of 27 x 27 patches."""
+    arch = load_architecture("ibm-granite/granite-vision-3.3-2b")
+    (enc,) = arch.encoders
+    assert (enc.tokens_per_item, enc.patches_per_item) == (729 + 270 * 27 + 270, 11 * 729)
+    # the projector reads the four feature layers concatenated: 4 x 1152 -> 2048 -> 2048, and
+    # -1 among them loads the whole 27-layer tower
+    vit = 4 * 1152 * 1152 + 4 * 1152 + 2 * 1152 * 4304 + 4304 + 1152 + 4 * 1152
+    tower = 27 * vit + 3 * 14 * 14 * 1152 + 729 * 1152 + 4 * 1152
+    projector = 4 * 1152 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048
+    assert enc.params == tower + projector
+
+
+def test_llava_next_does_not_load_layers_past_its_deepest_feature_layer(tmp_path: Path) -> None:
+    """``llava.py`` ``_get_num_hidden_layers``: with vision_feature_layer -2 the last of 27
+    layers is not built (an int, not a list: one layer's features, 1152 wide)."""
+    import json
+
+    from llmdeploy.catalog import models
+
+    entry = next(m for m in models._extra()["extra_models"] if m["name"] == "granite-vision-3.3-2b")
+    cfg = json.loads(json.dumps(entry["config"]))
+    full = load_architecture("ibm-granite/granite-vision-3.3-2b").encoders[0].params
+    cfg["vision_feature_layer"] = -2
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (enc,) = load_architecture(str(tmp_path / "config.json")).encoders
+    vit = 4 * 1152 * 1152 + 4 * 1152 + 2 * 1152 * 4304 + 4304 + 1152 + 4 * 1152
+    assert full - enc.params == vit + 3 * 1152 * 2048

@@ -64,6 +64,44 @@ def _vit_layer(h: int, inter: int, *, gated: bool, bias: bool, layernorm: bool) 
     return attn + mlp + norms
 
 
+def _llava_next(
+    v: Mapping[str, Any],
+    top: Mapping[str, Any],
+    f: _Reader,
+    tower: int,
+    h: int,
+    th: int,
+    image: int,
+    side: int,
+) -> tuple[int, int, int, int]:
+    """LLaVA-NeXT (Granite Vision): the tower up to its deepest feature layer, a projector over
+    the concatenated feature layers, and the image of the most features among the grid
+    pinpoints (vllm/model_executor/models/llava_next.py@v0.24.0: ``get_num_image_tokens`` =
+    base features + unpadded grid features + one newline per grid row;
+    ``get_image_size_with_most_features`` tries every pinpoint; ``llava.py``
+    ``_get_num_hidden_layers``: layers past the deepest feature layer are not loaded)."""
+    layers = f.need("num_hidden_layers")
+    feats = top.get("vision_feature_layer", -1)
+    feats = feats if isinstance(feats, list) else [feats]
+    idx = [int(x) + layers + 1 if int(x) < 0 else int(x) for x in feats]
+    loaded = max(1, min(layers, max(idx)))
+    per_layer = _vit_layer(h, f.need("intermediate_size"), gated=False, bias=True, layernorm=True)
+    tower -= (layers - loaded) * per_layer
+    # two-layer GELU MLP over the concatenated layers, plus the learned image_newline vector
+    projector = len(idx) * h * th + th + th * th + th + th
+    cls = 0 if str(v.get("model_type")) == "siglip_vision_model" else 1
+    strategy = str(top.get("vision_feature_select_strategy", "default"))
+    base = side * side + (cls if strategy == "full" else 0)
+    best = (base, side * side)
+    for pin in top.get("image_grid_pinpoints") or [[image, image]]:
+        ph, pw = int(pin[0]), int(pin[1])
+        rows, cols = (ph // image) * side, (pw // image) * side
+        tiles = (ph // image) * (pw // image)
+        cand = (base + rows * cols + rows, (1 + tiles) * side * side)
+        best = max(best, cand)
+    return tower, projector, best[0], best[1]
+
+
 def vision_encoder(
     v: Mapping[str, Any], wrapper: str, text_hidden: int, file: str, top: Mapping[str, Any]
 ) -> tuple[Encoder | None, list[Diagnostic]]:
@@ -155,6 +193,8 @@ def vision_encoder(
             out = f.need("vision_output_dim")
             projector = shuffled * proj_in + proj_out * out + out * th + h  # + class emb
             patches = 0  # tiles per image are the processor's choice: budget-sized
+        elif wrapper == "llava_next":
+            tower, projector, tokens, patches = _llava_next(v, top, f, tower, h, th, image, side)
         elif wrapper == "gemma3":  # RMSNorm + one projection after 4x4 average pooling
             projector = h + h * th
             tokens = int(top.get("mm_tokens_per_image") or 256)

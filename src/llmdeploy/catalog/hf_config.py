@@ -65,6 +65,7 @@ WRAPPER_TYPES = {
     "mistral3",
     "llama4",
     "llava",
+    "llava_next",
     "gemma3",
     "gemma4",
     "qwen2_5_vl",
@@ -76,8 +77,6 @@ WRAPPER_TYPES = {
 # refused with the reason (no verified layout)
 REFUSED_TYPES = {
     "gemma3n": "Gemma 3n's AltUp / LAuReL layers and its audio tower are not modelled",
-    "llava_next": "LLaVA-NeXT's image grid pinpoints and multi-layer vision features are not "
-    "modelled",
 }
 
 
