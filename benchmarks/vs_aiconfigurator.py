@@ -115,6 +115,7 @@ AIC_MODEL = {
     "mq30": "Qwen/Qwen3-30B-A3B",
     "mix": "mistralai/Mixtral-8x7B-v0.1",
     "goss": "openai/gpt-oss-20b",
+    "goss120": "openai/gpt-oss-120b",
 }
 # engine family (perf_calibration) -> AIConfigurator backend
 AIC_BACKEND = {"vllm": "vllm", "trtllm-trt": "trtllm", "trtllm-pytorch": "trtllm"}

@@ -5,7 +5,7 @@ docs/performance-model.md, "Measured on one H200").
 Usage: python scripts/gpu_compare.py [--rows]
 
 Three predictions of every row of tests/data/perf/h200-vllm-0.24.0-arrivals*.yaml (the first lease,
-2026-12-01, the second and the third, 2026-12-02; rows marked ``excluded`` are left out):
+2026-12-01, the second to the fourth, 2026-12-02; rows marked ``excluded`` are left out):
   before  what tests/data/perf/predictions/KEY.json recorded before the lease (the commit named
           there; the harness's prefix-cache hits unknown then), against loadgen's own summary
           of the same window (throughput over the steady window, as predicted then);
@@ -35,10 +35,11 @@ ROWS_FILES = (
     DATA / "h200-vllm-0.24.0-arrivals.yaml",
     DATA / "h200-vllm-0.24.0-arrivals-2.yaml",
     DATA / "h200-vllm-0.24.0-arrivals-3.yaml",
+    DATA / "h200-vllm-0.24.0-arrivals-4.yaml",
 )
-LEASES = ("first", "second", "third")
-# the third lease's small-batch runs of geometries measured before have plans of their own
-THIRD_PLANS = {"m1b": "m1bh", "qawq": "qawqh"}
+LEASES = ("first", "second", "third", "fourth")
+# runs of geometries measured before have plans of their own
+LATER_PLANS = {"third": {"m1b": "m1bh", "qawq": "qawqh"}, "fourth": {"l8awq": "l8awq4"}}
 METRICS = (("thr", "output_tok_s"), ("itl_p50", "itl_p50_ms"), ("ttft_p50", "ttft_p50_ms"))
 
 
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
             [str(row["input_tokens"]), str(row["output_tokens"]), row["raw_summary"]["mode"],
              str(row["num_requests"])]
         )  # fmt: skip
-        plan = THIRD_PLANS.get(key, key) if lease == "third" else key
+        plan = LATER_PLANS.get(lease, {}).get(key, key)
         pred_file = DATA / "predictions" / f"{plan}.json"
         before = {}
         if pred_file.exists():
@@ -79,10 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         for metric, field in METRICS:
             measured = row["metrics"][field]
             skip_thr = metric == "thr" and (row.get("first_on_server") or row.get("warmup_stall"))
-            if before and not (lease == "third" and skip_thr):
+            replayed = lease in ("third", "fourth")
+            if before and not (replayed and skip_thr):
                 # the first two leases' predictions were of loadgen's steady window (throughput
-                # too); the third's replay the whole run, as the rows' throughput counts it
-                target = steady[field] if metric == "thr" and lease != "third" else measured
+                # too); the later ones replay the whole run, as the rows' throughput counts it
+                target = steady[field] if metric == "thr" and not replayed else measured
                 e = before[field] / target - 1
                 errs[("before", lease, arrival, metric)].append(abs(e))
                 line.append(f"{metric} before {e:+5.0%}")

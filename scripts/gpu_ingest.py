@@ -3,8 +3,10 @@
 calibration file of the performance model (issue 22; docs/performance-model.md,
 "Measured on one H200").
 
-Usage: python scripts/gpu_ingest.py [--header=first|second|third] RESULTS_DIR OUT.yaml
-       [KEY[:PLAN] ...]   (PLAN: tests/data/perf/gpu-plan/PLAN.yaml when it is not KEY.yaml)
+Usage: python scripts/gpu_ingest.py [--header=first|second|third|fourth] [--tag=TAG] RESULTS_DIR
+       OUT.yaml [KEY[:PLAN] ...]   (PLAN: tests/data/perf/gpu-plan/PLAN.yaml when it is not
+       KEY.yaml; TAG: appended to every id, for a geometry an earlier lease measured with the
+       same sweeps)
 
 RESULTS_DIR/KEY/ holds what serve-sweep.sh wrote for model KEY (its log, one JSON per sweep,
 sweeps.txt with the raw summaries). The sweeps of one model ran in the order of
@@ -41,8 +43,16 @@ GEOMETRY = {
     "l8awq": "Llama-3.1-8B-Instruct-AWQ geometry",
     "q14b": "Qwen2.5-14B geometry",
     "m1b": "Llama-3.2-1B geometry",
+    "g12b": "Gemma-3-12B text geometry",
+    "goss120": "gpt-oss-120b geometry",
 }
-WEIGHTS = {"qawq": "awq-int4", "l8awq": "awq-int4", "m70fp8": "fp8", "goss": "mxfp4"}
+WEIGHTS = {
+    "qawq": "awq-int4",
+    "l8awq": "awq-int4",
+    "m70fp8": "fp8",
+    "goss": "mxfp4",
+    "goss120": "mxfp4",
+}
 MODE = {"closed": "closed-loop", "stagger": "steady", "poisson": "poisson"}
 
 
@@ -113,7 +123,7 @@ def in_flight(reqs: list[dict[str, Any]]) -> float:
 
 
 def ingest(
-    results: Path, key: str, plan_name: str | None = None
+    results: Path, key: str, plan_name: str | None = None, id_tag: str = ""
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     d = results / key
     log = (d / f"{key}.log").read_text(errors="replace")
@@ -155,7 +165,7 @@ def ingest(
         kind, arg = mode.split(":")
         steady, every = s["steady"], s["all"]
         row: dict[str, Any] = {
-            "id": f"h200-vllm0240-{key}-{isl}-{osl}-{kind}{arg}-n{nreq}",
+            "id": f"h200-vllm0240-{key}-{isl}-{osl}-{kind}{arg}-n{nreq}{id_tag}",
             "model": GEOMETRY[key],
             "weights": WEIGHTS.get(key, "bf16"),
             "arrival": MODE[kind],
@@ -180,13 +190,14 @@ def ingest(
             row = {"id": row["id"], "first_on_server": True} | row
         rows.append(row)
     length = int(model.get("max_model_len", 8192))
+    gmu = model.get("gpu_memory_utilization", 0.92)
     start = {
-        "id": f"h200-vllm0240-{key}-gmu0.92-len{length}",
+        "id": f"h200-vllm0240-{key}-gmu{gmu}-len{length}{id_tag}",
         "model": GEOMETRY[key],
         "config": f"models/{Path(model['config']).parent.name}/config.json",
         "weights": WEIGHTS.get(key, "bf16"),
     }
-    if "kv" in model or "max_model_len" in model:
+    if {"kv", "max_model_len", "gpu_memory_utilization", "max_num_batched_tokens"} & set(model):
         start |= {"kv_cache_dtype": str(model.get("kv", "auto")), "max_model_len": length}
         start |= {"serve_args": str(model.get("serve_args", ""))}
     start |= st
@@ -241,16 +252,38 @@ HEADERS["third"] = """\
 """
 
 
+HEADERS["fourth"] = """\
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-02 (fourth lease)
+# by llmdeploy's developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py),
+# dummy weights (--load-format dummy), converted by scripts/gpu_ingest.py. Server and load as in
+# h200-vllm-0.24.0-arrivals-2.yaml, with LOADGEN_SEED=s4 (no prompt repeats across sweeps) and
+# loadgen.py also keeping each request's first- and last-token stamps (t_first, t_last).
+# Geometries the fit had not seen: Gemma-3-12B text (models/g12b: Gemma3ForCausalLM, five
+# 1024-token sliding-window layers to one global) and gpt-oss-120b (models/goss120) served with
+# --gpu-memory-utilization 0.54 --max-num-batched-tokens 1024 (0.54 of an H200 is 0.95 of an
+# H100: the budget of the one start-up sizing missed by more than 5 %); and the Llama-3.1-8B AWQ
+# geometry again at 96 and 48 clients (plan l8awq4.yaml; ids tagged -s4; its start-up logged
+# the third lease's figures), whose per-request timings are in traces/. Predictions recorded
+# before the runs at commit b4302de: tests/data/perf/predictions/{l8awq4,g12b,goss120}.json.
+"""
+
+
 def main(argv: list[str]) -> int:
-    header = "first"
-    if argv and argv[0].startswith("--header="):
-        header = argv.pop(0).split("=", 1)[1]
+    header, tag = "first", ""
+    while argv and argv[0].startswith("--"):
+        flag, _, value = argv.pop(0).partition("=")
+        if flag == "--header":
+            header = value
+        elif flag == "--tag":
+            tag = f"-{value}"
+        else:
+            raise SystemExit(f"unknown flag {flag}")
     results, out = Path(argv[0]), Path(argv[1])
     keys = argv[2:] or sorted(p.name for p in results.iterdir() if p.is_dir())
     starts, rows = [], []
     for arg in keys:  # KEY, or KEY:PLAN when the plan file is not KEY.yaml
         k, _, plan = arg.partition(":")
-        s, r = ingest(results, k, plan or None)
+        s, r = ingest(results, k, plan or None, tag if plan else "")
         starts.append(s)
         rows += r
     body = yaml.safe_dump({"startup": starts, "arrivals": rows}, sort_keys=False, width=200)

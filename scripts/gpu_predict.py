@@ -8,10 +8,10 @@ config.json path, optional ``quantization``/``kv``/``max_model_len``/
 ``gpu_memory_utilization``/``max_num_batched_tokens``, and ``serve_args``: the extra vLLM
 arguments the lease passes, which must say the same) and ``sweeps``
 ("ISL/OSL/MODE/NREQ" as ../shared/gpu/serve-sweep.sh takes them: closed:C | stagger:C |
-poisson:R). Each model is sized
-by llmdeploy on one H200 (p5en.48xlarge, TP 1, max-model-len 8192, gpu-memory-utilization
-0.92, as the toolkit serves it, unless the plan says otherwise) and each sweep is predicted by the performance model of the
-commit named in the output, with the arrival pattern the loadgen drives.
+poisson:R). Each model is sized by llmdeploy on one H200 (p5en.48xlarge, TP 1, max-model-len
+8192, gpu-memory-utilization 0.92, as the toolkit serves it, unless the plan says otherwise)
+and each sweep is predicted by the performance model of the commit named in the output, with
+the arrival pattern the loadgen drives.
 """
 
 from __future__ import annotations

@@ -279,6 +279,10 @@ def folds(cases: list[cal.Case]) -> dict[str, list[int]]:
         "H200 arrivals: Llama-3.2-1B small batches": pick(
             lambda c: c.id.startswith("h200-vllm0240-m1b-512-")
         ),
+        # the fourth lease (2026-12-02): a sliding-window family, and a 120B MoE with a
+        # 1024-token step (the 8B AWQ's repeat runs join its fold above)
+        "H200 arrivals: Gemma-3-12B": pick(lambda c: c.id.startswith("h200-vllm0240-g12b-")),
+        "H200 arrivals: gpt-oss-120b": pick(lambda c: c.id.startswith("h200-vllm0240-goss120-")),
     }
 
 

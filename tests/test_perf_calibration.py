@@ -141,6 +141,10 @@ FITTED_KV = {
     # logged their earlier figures)
     "h200-vllm0240-l8awq-": 997776,
     "h200-vllm0240-q14b-": 535024,
+    # the fourth lease (h200-vllm-0.24.0-arrivals-4.yaml; the 8B AWQ's start-up logged its
+    # third-lease figure again)
+    "h200-vllm0240-g12b-": 276656,
+    "h200-vllm0240-goss120-": 180938,
 }
 
 
@@ -239,7 +243,7 @@ def test_excluded_rows_are_left_out_and_first_sweeps_keep_no_throughput() -> Non
     excluded = [r["id"] for r in rows if r.get("excluded")]
     first = [r["id"] for r in rows if r.get("first_on_server") and not r.get("excluded")]
     assert len(excluded) == 2 and not set(excluded) & set(cases)
-    assert len(first) == 11  # one per server started (four, three, then four)
+    assert len(first) == 14  # one per server started (four, three, four, then three)
     # a later sweep with a stall its own summary shows loses its throughput target likewise
     stalled = [r["id"] for r in rows if r.get("warmup_stall")]
     assert stalled == ["h200-vllm0240-goss-512-128-closed32-n128"]

@@ -119,9 +119,13 @@ def _p99(spec: Spec, tokens: int, per_replica: int) -> tuple[float, float, tuple
 
 
 def _between(low: float, high: float, margin: float) -> int:
-    """A target whose planned value (target / (1 + margin), as ``assess`` tightens it) lies
-    halfway between ``low`` and ``high``."""
-    return math.ceil((low + high) / 2 * (1 + margin))
+    """The whole-ms target nearest halfway whose planned value (target / (1 + margin), as
+    ``assess`` tightens it) lies strictly between ``low`` and ``high`` (targets are integers:
+    where the two are less than a millisecond apart, rounding halfway could leave the window)."""
+    lo, hi = low * (1 + margin), high * (1 + margin)
+    inside = [t for t in range(math.floor(lo), math.ceil(hi) + 1) if lo < t < hi]
+    assert inside, (low, high, margin)
+    return min(inside, key=lambda t: abs(t - (lo + hi) / 2))
 
 
 def _tight_ttft(path: Path) -> int:
