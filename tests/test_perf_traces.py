@@ -91,11 +91,12 @@ def test_the_simulation_keeps_the_wave() -> None:
 
 @pytest.mark.parametrize("name,c", [("closed96", 96), ("closed48", 48)])
 def test_the_frontend_completes_responses_one_at_a_time(name: str, c: int) -> None:
-    """The first wave's last tokens are produced within a few decode steps of each other (its
-    requests started together and were prefilled in 16-request steps), yet its responses end
-    1.1 to 1.6 ms apart, one after the other: the API server's per-request work sits on the
-    output path, and the next wave leaves as serially. Its prompts reach the engine as they
-    are sent: requests sent over more than 10 ms get their first token at one step's end.
+    """The first wave started together and was prefilled in 16-request steps, so by the
+    engine's schedule its last tokens leave the engine within a few steps of each other (an
+    inference: the trace has client-side times only); yet its responses end 1.1 to 1.6 ms
+    apart, one after the other, which we read as the API server's per-request work on the
+    output path; the next wave leaves as serially. Its prompts reach the engine as they are
+    sent: requests sent over more than 10 ms get their first token at one step's end.
     (Later waves of 96 end over their 6-step prefill too, so only the first is clean.) The
     simulation still charges that work when a request arrives, inside its TTFT:
     docs/performance-model.md §9, "Where the frontend's time goes"."""
