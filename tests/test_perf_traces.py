@@ -12,8 +12,10 @@ request at once; a steady mix of the same clients never forms one.
 from __future__ import annotations
 
 import csv
+import itertools
 import statistics
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,28 +60,31 @@ def test_a_steady_mix_never_forms_one() -> None:
     assert min(spreads(rows, 96, "t_start_ms")) > 1500  # the starts stay spread over a request
 
 
-def test_the_simulation_keeps_the_wave() -> None:
-    """The replay of the closed loop of 96 moves in waves too; its first-token spread is the
-    wave's prefill at the modelled rate: within a factor of 1.6 of the measured 0.9 to 1.2 s
-    (the modelled 4-bit prefill is slower than the engine's: docs/performance-model.md §9)."""
+def replay(case_id: str) -> tuple[Any, list[Any]]:
+    """The calibration case and its simulated requests, in arrival order."""
     import llmdeploy.perf.sim as sim
 
-    case = next(
-        c for c in CAL.load_cases() if c.id == "h200-vllm0240-l8awq-512-128-closed96-n384-s4"
-    )
-    kept: dict[str, object] = {}
+    case = next(c for c in CAL.load_cases() if c.id == case_id)
+    kept: dict[str, Any] = {}
     real = sim._result
 
-    def keep(*args: object) -> object:
+    def keep(*args: Any) -> Any:
         kept["reqs"] = args[3]
-        return real(*args)  # type: ignore[arg-type]
+        return real(*args)
 
-    sim._result = keep  # type: ignore[assignment]
+    sim._result = keep
     try:
         CAL.predict(case)
     finally:
         sim._result = real
-    reqs = sorted(kept["reqs"], key=lambda r: r.arrival)  # type: ignore[attr-defined]
+    return case, sorted(kept["reqs"], key=lambda r: r.arrival)
+
+
+def test_the_simulation_keeps_the_wave() -> None:
+    """The replay of the closed loop of 96 moves in waves too; its first-token spread is the
+    wave's prefill at the modelled rate: within a factor of 1.6 of the measured 0.9 to 1.2 s
+    (the modelled 4-bit prefill is slower than the engine's: docs/performance-model.md §9)."""
+    _, reqs = replay("h200-vllm0240-l8awq-512-128-closed96-n384-s4")
     measured = spreads(trace("h200-vllm0240-l8awq-512-128-closed96-s4.csv"), 96, "t_first_ms")
     for w in range(4):
         wave = reqs[w * 96 : (w + 1) * 96]
@@ -98,8 +103,8 @@ def test_the_frontend_completes_responses_one_at_a_time(name: str, c: int) -> No
     output path; the next wave leaves as serially. Its prompts reach the engine as they are
     sent: requests sent over more than 10 ms get their first token at one step's end.
     (Later waves of 96 end over their 6-step prefill too, so only the first is clean.) The
-    simulation still charges that work when a request arrives, inside its TTFT:
-    docs/performance-model.md §9, "Where the frontend's time goes"."""
+    simulation does the same: the next test, and docs/performance-model.md §9, "Where the
+    frontend's time goes"."""
     rows = trace(f"h200-vllm0240-l8awq-512-128-{name}-s4.csv")
     ends = sorted(r["t_end_ms"] for r in rows[:c])
     assert 1.1 < (ends[-1] - ends[0]) / (c - 1) < 1.6
@@ -109,3 +114,18 @@ def test_the_frontend_completes_responses_one_at_a_time(name: str, c: int) -> No
         groups.setdefault(round(r["t_first_ms"] / 3), []).append(r["t_start_ms"])
     biggest = max(groups.values(), key=len)
     assert len(biggest) >= 12 and max(biggest) - min(biggest) > 10
+
+
+def test_the_simulation_completes_responses_one_at_a_time() -> None:
+    """In the replay a wave's clients leave one frontend completion apart, and TTFT counts
+    from when each left: the first tokens of one prefill step coincide."""
+    case, reqs = replay("h200-vllm0240-l8awq-512-128-closed48-n192-s4")
+    d = case.constants.request_overhead_ms
+    wave = reqs[48:96]
+    gaps = [1000 * (b.arrival - a.arrival) for a, b in itertools.pairwise(wave)]
+    assert statistics.median(gaps) == pytest.approx(d, rel=0.01)
+    groups: dict[float, list[float]] = {}
+    for r in wave:
+        groups.setdefault(round(r.first_token, 6), []).append(r.arrival)
+    biggest = max(groups.values(), key=len)
+    assert len(biggest) >= 8 and 1000 * (max(biggest) - min(biggest)) > 5 * d

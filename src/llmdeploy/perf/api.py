@@ -175,7 +175,7 @@ def estimate(
             ttft_mean + queued,
             wait50 + queued,
         )
-    pre = si.pre_engine_s + si.frontend_request_s
+    pre = si.pre_engine_s
     ttft_dom: DominantTerm
     if wait50 > 0.5 * ttft50:
         ttft_dom = "queueing"

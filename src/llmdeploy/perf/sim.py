@@ -1,7 +1,13 @@
 """Deterministic discrete-step simulation of one replica under continuous batching.
 
-Front end: one API-server process takes requests in arrival order (fixed latency plus a serial
-per-request cost) and streams every generated token (a per-token cost on the same process).
+Front end: one API-server process. A request reaches the engine a fixed latency after it
+arrives; the process's serial work (a per-token cost for every streamed token, a per-request
+cost when a response completes) sits on the output path: a first token is delivered once the
+work queued before it is done, and a closed-loop client sends its next request when its last
+response has been completed (the fourth H200 lease's per-request traces: a wave's responses
+end about 1.2 to 1.5 ms apart, the next wave's prompts reach the engine as they are sent,
+and a first token produced during that backlog is delivered at its end;
+tests/test_perf_traces.py).
 
 Engine step: every running decode takes one token of the ``max_num_batched_tokens`` budget;
 the rest goes to prompt chunks, first of requests already being prefilled, then of waiting
@@ -140,8 +146,15 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
         if is_measured(r) and len(measured) < n_meas:
             measured.append(r)
             n_measured_done += 1
+        # the response's completion is serial work of the frontend, queued behind what is
+        # already there; the client sees the end, and in a closed loop sends its next request,
+        # when it is done
+        start = max(st.t, st.fe_free)
+        st.fe_free = start + si.frontend_request_s
+        if win_on:
+            acc.fe_busy += si.frontend_request_s
         if closed:
-            issue(st.t)
+            issue(st.fe_free)
 
     def sync_generated(r: _Req) -> None:
         r.generated = r.join_gen + (st.k - r.join_step)
@@ -169,16 +182,11 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
         return True
 
     def through_frontend() -> None:
-        """Requests that have arrived get their turn on the frontend, in arrival order."""
+        """Requests that have arrived reach the engine's queue the fixed latency later."""
         while arrivals and arrivals[0][0] <= st.t + 1e-12:
             at, j = heapq.heappop(arrivals)
             r = reqs[j]
-            start = max(at, st.fe_free)
-            r.fe_wait = start - at
-            st.fe_free = start + si.frontend_request_s
-            if win_on:
-                acc.fe_busy += si.frontend_request_s
-            r.ready = st.fe_free + si.pre_engine_s
+            r.ready = at + si.pre_engine_s
             heapq.heappush(ready_q, (r.ready, j))
 
     def next_event_time() -> float:
@@ -331,6 +339,7 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
                 else:
                     acc.dec_steps += m
                     acc.dec_time += total
+        backlog = st.fe_free  # the frontend's work queued before this step's outputs
         if si.frontend_token_s > 0.0:
             busy = si.frontend_token_s * emitted
             st.fe_free = max(st.fe_free, st.t) + busy
@@ -349,7 +358,9 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
                 st.prefilling.remove(r)
                 r.generated += 1
                 if r.first_token < 0.0:
-                    r.first_token = st.t
+                    r.first_engine = st.t
+                    r.first_token = max(st.t, backlog)  # delivered behind the backlog
+                    r.fe_wait = r.first_token - st.t
                 st.ctx += r.prompt + r.generated
                 r.join_step, r.join_gen = st.k, r.generated
                 st.decoding[r.idx] = r

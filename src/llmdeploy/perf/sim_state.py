@@ -23,7 +23,7 @@ class SimInput:
     kv_capacity_tokens: int
     reserve_kv: bool
     pre_engine_s: float  # fixed latency before a request reaches the engine queue
-    frontend_request_s: float = 0.0  # serial (FIFO) frontend work per request
+    frontend_request_s: float = 0.0  # serial frontend work per request, when its response completes
     frontend_token_s: float = 0.0  # frontend work per streamed token (same process)
     output_spread: float = 0.0  # outputs uniform in mean x [1 - s, 1 + s] (perf.lengths)
     stagger: bool = False  # replay of a closed loop whose clients start staggered
@@ -40,7 +40,7 @@ class SimResult:
     ttft: tuple[float, ...]  # seconds, measured requests, sorted
     tpot: tuple[float, ...]  # per-request mean inter-token time, sorted
     admit_wait: tuple[float, ...]  # engine-queue wait (ready -> first chunk), sorted
-    frontend_wait: tuple[float, ...]  # wait for the frontend process, sorted
+    frontend_wait: tuple[float, ...]  # first-token delivery behind the frontend backlog, sorted
     itl_token_mean: float  # token-weighted mean gap
     output_tokens_per_s: float
     requests_per_s: float
@@ -73,7 +73,8 @@ class _Req:
     join_step: int = 0  # step index at which it (re)joined decoding
     join_gen: int = 0
     epoch: int = 0
-    first_token: float = -1.0
+    first_token: float = -1.0  # delivered to the client
+    first_engine: float = -1.0  # produced by the engine
     first_sched: float = -1.0
     finish: float = -1.0
     admit_no: int = 0
@@ -172,7 +173,7 @@ def _result(
         meas = _steady_window(meas, closed, si.concurrency or 1) or meas
     ttft = tuple(sorted(r.first_token - r.arrival for r in meas))
     tpot = tuple(
-        sorted((r.finish - r.first_token) / (r.output - 1) for r in meas if r.output > 1)
+        sorted((r.finish - r.first_engine) / (r.output - 1) for r in meas if r.output > 1)
     ) or (0.0,)
     admit = tuple(sorted(max(0.0, r.first_sched - r.ready) for r in meas))
     fe = tuple(sorted(r.fe_wait for r in meas))
