@@ -209,7 +209,14 @@ def test_the_engine_interface_names_only_types_below_it() -> None:
 
 # Stages in the order data flows. A module may import its own stage and earlier ones only.
 STAGES = (
-    ("llmdeploy", "llmdeploy.errors", "llmdeploy.versions"),
+    # the package, and what it installs before its first dataclass (llmdeploy.dataclass_code)
+    (
+        "llmdeploy",
+        "llmdeploy.errors",
+        "llmdeploy.versions",
+        "llmdeploy.dataclass_code",
+        "llmdeploy.dataclass_table",
+    ),
     ("llmdeploy.spec.fields",),
     ("llmdeploy.catalog",),
     ("llmdeploy.spec",),

@@ -3,3 +3,8 @@
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+# before the package's first dataclass: their methods come compiled (docs/performance.md)
+from llmdeploy import dataclass_code as _dataclass_code
+
+_dataclass_code.install()
