@@ -3,7 +3,7 @@
 calibration file of the performance model (issue 22; docs/performance-model.md,
 "Measured on one H200").
 
-Usage: python scripts/gpu_ingest.py [--header=first|second|third|fourth] [--tag=TAG] RESULTS_DIR
+Usage: python scripts/gpu_ingest.py [--header=first|...|fifth] [--tag=TAG] RESULTS_DIR
        OUT.yaml [KEY[:PLAN] ...]   (PLAN: tests/data/perf/gpu-plan/PLAN.yaml when it is not
        KEY.yaml; TAG: appended to every id, for a geometry an earlier lease measured with the
        same sweeps)
@@ -150,7 +150,7 @@ def ingest(
         # a loadgen run with LOADGEN_SEED set seeds each prompt by (seed, lengths, mode, index):
         # no two sweeps share a prompt; without it, by the index alone
         seed = doc["summary"].get("prompt_seed")
-        tag = (seed, mode) if seed else int(isl)
+        tag = (seed, isl, osl, mode) if seed else int(isl)
         for _, is_start, r in events:
             pb = [("p", tag, r["id"], i) for i in range(nb)]
             ob = [("o", run, r["id"], i) for i in range((int(isl) + r["osl"]) // BLOCK - nb)]
@@ -265,6 +265,19 @@ HEADERS["fourth"] = """\
 # geometry again at 96 and 48 clients (plan l8awq4.yaml; ids tagged -s4; its start-up logged
 # the third lease's figures), whose per-request timings are in traces/. Predictions recorded
 # before the runs at commit b4302de: tests/data/perf/predictions/{l8awq4,g12b,goss120}.json.
+"""
+
+HEADERS["fifth"] = """\
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-03 (fifth lease)
+# by llmdeploy's developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py),
+# dummy weights (--load-format dummy), converted by scripts/gpu_ingest.py. Server and load as in
+# h200-vllm-0.24.0-arrivals-4.yaml, with LOADGEN_SEED=s5 (no prompt repeats across sweeps, and
+# first- and last-token stamps per request). What a lone request's TTFT holds beside its
+# prefill: Llama-3.1-8B at one client with 128- to 4096-token prompts (plan m8bc1.yaml), the
+# same with --max-num-batched-tokens 512 so that a long prompt takes 4 or 8 prefill steps
+# (m8bc1b.yaml; ids tagged -b512), and Llama-3.2-1B at one client and at 64 (m1bc1.yaml); ids
+# tagged -s5. Predictions recorded before the runs at commit 3eb4d95:
+# tests/data/perf/predictions/{m8bc1,m8bc1b,m1bc1}.json.
 """
 
 

@@ -386,6 +386,7 @@ def arrival_cases(doc: dict[str, Any], source: str, directory: Path) -> list[Cas
 def load_cases(directory: Path = DATA) -> list[Case]:
     """Every case of the YAML files in ``directory``: ``calibration.yaml`` first, then the
     sweep files in name order."""
+    directory = directory.resolve()  # a start-up's config path is relative to it
     files = sorted(directory.glob("*.yaml"), key=lambda p: (p.name != "calibration.yaml", p.name))
     cases: list[Case] = []
     for path in files:
