@@ -216,6 +216,7 @@ STAGES = (
         "llmdeploy.versions",
         "llmdeploy.dataclass_code",
         "llmdeploy.dataclass_table",
+        "llmdeploy.dataclass_table_deps",
     ),
     ("llmdeploy.spec.fields",),
     ("llmdeploy.catalog",),

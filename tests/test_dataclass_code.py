@@ -10,12 +10,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import CodeType
+from types import CodeType, ModuleType
 
 import pytest
 
 from conftest import load_script
-from llmdeploy import dataclass_code, dataclass_table
+from llmdeploy import dataclass_code, dataclass_table, dataclass_table_deps
 
 REPO = Path(__file__).resolve().parents[1]
 TABLE_FILE = str(Path(dataclass_table.__file__).resolve())
@@ -37,12 +37,13 @@ def test_the_table_is_current() -> None:
     assert load_script("scripts/compile_dataclasses.py").main(["--check"]) == 0
 
 
-def test_every_entry_is_the_code_of_its_text() -> None:
-    assert len(dataclass_table.TABLE) > 300
-    for text, code in dataclass_table.TABLE.items():
+@pytest.mark.parametrize("table", [dataclass_table, dataclass_table_deps])
+def test_every_entry_is_the_code_of_its_text(table: ModuleType) -> None:
+    assert len(table.TABLE) > 100
+    for text, code in table.TABLE.items():
         module = compile(text, "<string>", "exec", dont_inherit=True)
         (expected,) = (c for c in module.co_consts if isinstance(c, CodeType))
-        assert code.co_filename == TABLE_FILE
+        assert code.co_filename == str(Path(table.__file__).resolve())
         assert _normalised(code, code.co_firstlineno) == _normalised(expected, 1), text[:80]
 
 
@@ -120,3 +121,14 @@ def test_it_can_be_turned_off() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     ).stdout
     assert out.split() == ["False", "<string>"]
+
+
+def test_the_dependencies_classes_use_their_table_when_imported_after_the_package() -> None:
+    code = (
+        "import llmdeploy, annotated_types, llmdeploy.dataclass_table_deps as d;"
+        "print(annotated_types.Gt.__init__.__code__.co_filename == d.__file__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.split() == ["True"]

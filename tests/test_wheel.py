@@ -53,6 +53,7 @@ def test_wheel_contains_templates_presets_and_data(wheel: Path) -> None:
         "llmdeploy/check/crd_schemas/NOTICE",
         "llmdeploy/compiled_templates/__init__.py",
         "llmdeploy/dataclass_table.py",
+        "llmdeploy/dataclass_table_deps.py",
     ):
         assert required in names, required
     assert not any(n.startswith(("tests/", "llmdeploy/tests/")) for n in names)
