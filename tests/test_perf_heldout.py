@@ -33,7 +33,9 @@ def test_a_lone_prompts_extra_prefill_steps_cost_about_a_millisecond() -> None:
     extra step adds 0.7 to 1.6 ms to the TTFT beside the compute, which is the same in both
     (measured: 2048 tokens 54.4 -> 56.4 ms, 4096 tokens 106.0 -> 117.4 ms). The model charges a
     step with prompt tokens its fitted ``prefill_step_overhead`` (4.4 ms for vLLM >= 0.12): its
-    extra steps cost about 5.5 ms each, the mismatch section 9 describes."""
+    extra steps cost about 5.5 ms each, the mismatch section 9 describes. (The server log's
+    CUDA-graph mode, FULL_AND_PIECEWISE up to 512 tokens, runs the 512-token chunks piecewise
+    and the one-step prompts without graphs.)"""
     m = _rows()
     for tokens, steps in ((2048, 4), (4096, 8)):
         one = m[f"h200-vllm0240-m8b-{tokens}-32-closed1-n12-s5"]["ttft_p50_ms"]
