@@ -5,8 +5,10 @@ Usage: python scripts/gpu_predict.py PLAN.yaml OUT.json
 
 PLAN: ``version`` (the vLLM release the toolkit serves), ``models`` (key -> ``config``: a
 config.json path, optional ``quantization``/``kv``/``max_model_len``/
-``gpu_memory_utilization``/``max_num_batched_tokens``, and ``serve_args``: the extra vLLM
-arguments the lease passes, which must say the same) and ``sweeps``
+``gpu_memory_utilization``/``max_num_batched_tokens``, ``serve_args``: the extra vLLM
+arguments the lease passes, which must say the same, and ``constants``: fields of the
+performance constants to replace, for a prediction of what a hypothesis says a server setting
+does, where the model has no input for that setting) and ``sweeps``
 ("ISL/OSL/MODE/NREQ" as ../shared/gpu/serve-sweep.sh takes them: closed:C | stagger:C |
 poisson:R). Each model is sized by llmdeploy on one H200 (p5en.48xlarge, TP 1, max-model-len
 8192, gpu-memory-utilization 0.92, as the toolkit serves it, unless the plan says otherwise)
@@ -49,6 +51,7 @@ def predict(
     max_model_len: int = 8192,
     gpu_memory_utilization: float = 0.92,
     max_num_batched_tokens: int | None = None,
+    constants: dict[str, float] | None = None,
 ) -> list[Any]:
     req = request_from_options(
         str(config),
@@ -72,12 +75,13 @@ def predict(
         req = dataclasses.replace(req, max_num_batched_tokens=max_num_batched_tokens)
     sz = size(req)
     run = registry.get("vllm").engine_run(sz, None)
+    consts = dataclasses.replace(run.constants, **constants) if constants else run.constants
     assert sz.instance is not None
     hw, m = hardware(sz.instance), geometry(sz.request.architecture)
     out = []
     for sweep in sweeps:
         wl = workload(sweep)
-        e = estimate(hw, m, run.deployment, wl, run.constants)
+        e = estimate(hw, m, run.deployment, wl, consts)
         out.append(
             {
                 "sweep": sweep,
@@ -116,6 +120,7 @@ def main(argv: list[str]) -> int:
             int(m.get("max_model_len", 8192)),
             float(m.get("gpu_memory_utilization", 0.92)),
             m.get("max_num_batched_tokens"),
+            m.get("constants"),
         )
     Path(argv[1]).write_text(json.dumps(out, indent=1) + "\n")
     return 0

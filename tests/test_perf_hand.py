@@ -22,7 +22,7 @@ from llmdeploy.perf import sim as sim_mod
 from llmdeploy.perf.assess import _cost, fleet_nodes
 from llmdeploy.perf.sim import SimInput, simulate
 from llmdeploy.perf.step import StepModel, build_step_model
-from llmdeploy.perf.types import Constants, Deployment, Hardware, ModelGeometry
+from llmdeploy.perf.types import Constants, Deployment, Hardware, ModelGeometry, Workload
 from llmdeploy.sizing.batching import kv_sequences, sequences_limit
 from llmdeploy.sizing.requests import request_from_options
 from llmdeploy.sizing.suggest import size
@@ -460,12 +460,40 @@ def test_packed_4bit_weights_stream_at_w4_bw_factor_of_the_bandwidth() -> None:
     assert bf16.s_dense_w == pytest.approx(16_777_216 * 2 / 0.5e12)
 
 
-def test_a_step_that_carries_prompt_tokens_pays_the_prefill_step_overhead() -> None:
-    # FLAT's 10 ms steps plus 5 ms in a step with prompt tokens: a decode step 10 ms, a
-    # prefill or mixed step 15 ms
-    sm = dataclasses.replace(FLAT, prefill_fixed=0.005)
-    assert sm.step(4, 400.0) == pytest.approx(0.010)
-    assert sm.step(0, 0.0, 100.0, 5_000.0, 0.0, 1.0, 1.0) == pytest.approx(0.015)
-    assert sm.step(4, 400.0, 100.0, 5_000.0, 0.0, 1.0, 1.0) == pytest.approx(0.015)
-    c = dataclasses.replace(TOY_C, prefill_step_overhead_us=5_000.0)
-    assert build_step_model(TOY_HW, TOY, Deployment(), c).prefill_fixed == pytest.approx(0.005)
+def test_a_step_with_prompt_tokens_pays_its_graph_gaps_and_an_admission_while_others_decode() -> None:
+    # FLAT's 10 ms steps (host work, run serially with the GPU); 2 ms of GPU gaps in any step
+    # with prompt tokens; 5 ms more in a step that admits a request while others decode
+    sm = dataclasses.replace(FLAT, prefill_gpu=0.002, admit_stall=0.005)
+    assert sm.step(4, 400.0) == pytest.approx(0.010)  # decode only
+    # a lone prompt: no one decodes, so no stall, only the gaps: 12 ms
+    assert sm.step(0, 0.0, 100.0, 5_000.0, 0.0, 1.0, 1.0, 1.0) == pytest.approx(0.012)
+    # a later chunk of a prompt admitted earlier, beside 4 decodes: 12 ms
+    assert sm.step(4, 400.0, 100.0, 5_000.0, 100.0, 1.0, 0.0, 0.0) == pytest.approx(0.012)
+    # a new request joins 4 decoding ones: 17 ms; three join at once: still 17 ms (per step)
+    assert sm.step(4, 400.0, 100.0, 5_000.0, 0.0, 1.0, 1.0, 1.0) == pytest.approx(0.017)
+    assert sm.step(4, 400.0, 300.0, 15_000.0, 0.0, 3.0, 3.0, 3.0) == pytest.approx(0.017)
+    # the constants: the gaps per decoder layer (30 us x 1 layer; x 32 layers), the stall once
+    c = dataclasses.replace(TOY_C, prefill_gpu_layer_us=30.0, admit_stall_us=5_000.0)
+    built = build_step_model(TOY_HW, TOY, Deployment(), c)
+    assert built.prefill_gpu == pytest.approx(30e-6)
+    assert built.admit_stall == pytest.approx(0.005)
+    deep = dataclasses.replace(TOY, layers=32)
+    assert build_step_model(TOY_HW, deep, Deployment(), c).prefill_gpu == pytest.approx(960e-6)
+
+
+def test_the_simulation_charges_the_admission_stall_only_while_others_decode() -> None:
+    """One client's requests arrive at an idle engine: none of their steps pays the stall,
+    and their TTFT is the same with and without it. Under a steady open loop of the same
+    requests, admissions land beside running decodes and the ITL rises."""
+    dep = Deployment(max_num_seqs=64, kv_capacity_tokens=1 << 20)
+    base = dataclasses.replace(TOY_C, ttft_overhead_ms=1.0)
+    stalled = dataclasses.replace(base, admit_stall_us=3_000.0)
+    lone = Workload(input_tokens=512, output_tokens=64, concurrency=1)
+    a = api.estimate(TOY_HW, TOY, dep, lone, base)
+    b = api.estimate(TOY_HW, TOY, dep, lone, stalled)
+    assert b.ttft_p50_ms == pytest.approx(a.ttft_p50_ms)
+    assert b.itl_p50_ms == pytest.approx(a.itl_p50_ms)
+    busy = Workload(input_tokens=512, output_tokens=64, concurrency=16, output_spread=0.5)
+    assert api.estimate(TOY_HW, TOY, dep, busy, stalled).itl_p50_ms > 1.05 * (
+        api.estimate(TOY_HW, TOY, dep, busy, base).itl_p50_ms
+    )

@@ -9,9 +9,11 @@ already-cached prefix tokens ``pf_prefix``). Per GPU of the TP group:
     attention  decode: pnorm(KV bytes / (eta_kv BW), attn flops / (mu_attn F16))
                prefill: same terms over the chunk's prefix reads and causal pairs
     all-reduce 2 per layer: alpha_link + 2 (t-1)/t * tokens * hidden * 2 B / (eff * link BW)
-    GPU        sum of the above + layer_overhead * layers
+    GPU        sum of the above + layer_overhead * layers (+ prefill_gpu_layer * layers in a
+               step with prompt tokens)
     host       step_overhead + seq_overhead * sequences in the step
     step       max(GPU, host) if the engine overlaps host and GPU, else GPU + host;
+               + admit_stall in a step that admits requests while others decode;
                then at least stream_token * tokens emitted (one frontend process).
 
 Layouts (docs/performance-model.md, "Layouts"): a replica of ``ranks`` side-by-side batches
@@ -181,7 +183,8 @@ class StepModel:
     pp_alpha: float = 0.0  # seconds per step: stage-to-stage sends, latency terms
     s_pp_tok: float = 0.0  # seconds per token of one batch: stage-to-stage sends
     s_state: float = 0.0  # seconds per sequence in the step: state-space state read + write
-    prefill_fixed: float = 0.0  # seconds added to a step that carries prompt tokens
+    prefill_gpu: float = 0.0  # GPU seconds added to a step that carries prompt tokens
+    admit_stall: float = 0.0  # seconds a step that admits requests while others decode adds
 
     def times(
         self,
@@ -192,8 +195,9 @@ class StepModel:
         pf_prefix: float,
         pf_seqs: float,
         pf_done: float,
+        pf_new: float = 0.0,
     ) -> tuple[float, float, float, float, float, float, float]:
-        """Component times in seconds.
+        """Component times in seconds (``pf_new``: requests the step admits).
 
         Returns (weights/GEMM, KV/attention decode, prefill attention, all-reduce,
         GPU fixed, host, total step).
@@ -209,7 +213,7 @@ class StepModel:
             share = min(k, max(1.0, pf_seqs))
             n_dec, ctx_dec = n_dec / k, ctx_dec / k
             pf_tokens, pf_pairs, pf_prefix = pf_tokens / share, pf_pairs / share, pf_prefix / share
-            pf_seqs, pf_done = pf_seqs / share, pf_done / share
+            pf_seqs, pf_done, pf_new = pf_seqs / share, pf_done / share, pf_new / share
         tokens = n_dec + pf_tokens
         p = self.knee
         g = _pnorm(self.s_dense_w, self.s_dense_f * tokens, p)
@@ -238,11 +242,13 @@ class StepModel:
         if self.pp_alpha > 0.0:
             ar += self.pp_alpha + self.s_pp_tok * tokens
         gpu = g + a_dec + a_pf + ar + self.gpu_fixed
+        if pf_tokens > 0.0:
+            gpu += self.prefill_gpu
         host = self.host_fixed + self.host_seq * (n_dec + pf_seqs)
         # overlapped host and GPU work: a smooth max (overlap is never perfect)
         step = _pnorm(gpu, host, _OVERLAP_KNEE) if self.overlap else gpu + host
-        if pf_tokens > 0.0:
-            step += self.prefill_fixed
+        if n_dec > 0.0 and pf_new > 0.0:
+            step += self.admit_stall  # once per step that admits, however many it admits
         if stream > 0.0:
             step = _pnorm(step, stream, _OVERLAP_KNEE)
         return g, a_dec, a_pf, ar, self.gpu_fixed, host, step
@@ -256,9 +262,11 @@ class StepModel:
         pf_prefix: float = 0.0,
         pf_seqs: float = 0.0,
         pf_done: float = 0.0,
+        pf_new: float = 0.0,
     ) -> float:
-        """Step time in seconds."""
-        return self.times(n_dec, ctx_dec, pf_tokens, pf_pairs, pf_prefix, pf_seqs, pf_done)[6]
+        """Step time in seconds (``pf_new``: requests the step admits)."""
+        t = self.times(n_dec, ctx_dec, pf_tokens, pf_pairs, pf_prefix, pf_seqs, pf_done, pf_new)
+        return t[6]
 
 
 def gemm_peak_tflops(hw: Hardware, dep: Deployment) -> tuple[float, bool]:
@@ -351,7 +359,8 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
         s_ar_tok=s_ar_tok,
         gpu_fixed=c.layer_overhead_us * 1e-6 * m.layers,
         host_fixed=c.step_overhead_us * 1e-6,
-        prefill_fixed=c.prefill_step_overhead_us * 1e-6,
+        prefill_gpu=c.prefill_gpu_layer_us * 1e-6 * m.layers,
+        admit_stall=c.admit_stall_us * 1e-6,
         host_seq=c.seq_overhead_us * 1e-6,
         overlap=c.host_overlap,
         stream_tok=c.stream_token_us * 1e-6,

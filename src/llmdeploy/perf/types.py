@@ -182,12 +182,19 @@ class Constants:
     # sizes the kernel dequantizes every weight it loads (unpack, zero point, scale) in the
     # same loop as the loads, and does not keep HBM as busy as a BF16 GEMV does
     w4_bw_factor: float = 1.0
-    # engine time of a step that carries prompt tokens, beyond its compute, during which no
-    # running request gets a token: on vLLM 0.24 / H200 the open-loop runs of three small
-    # geometries (1B, 7B and 8B AWQ) show 15 to 19 ms of stall per arriving request that the
-    # prompt's FLOPs do not explain; fitted on every row, it explains a quarter of that
-    # (docs/performance-model.md, "Prefill steps"). 0: none.
-    prefill_step_overhead_us: float = 0.0
+    # GPU time per decoder layer of a step that carries prompt tokens, beyond its compute: on
+    # vLLM >= 0.12 (default cudagraph_mode FULL_AND_PIECEWISE, vllm/config/compilation.py) a
+    # pure-decode step replays one full CUDA graph, a step with prompt tokens runs graph pieces
+    # with attention eager between them (none above 512 tokens), and the GPU idles between
+    # launches (the fifth H200 lease: a lone 8B prompt's extra 512-token steps cost 0.7 to 1.6
+    # ms each). 0: none.
+    prefill_gpu_layer_us: float = 0.0
+    # engine time a step that admits new requests while other sequences decode takes beyond
+    # its compute, once per such step; every running request waits for it (vLLM >= 0.12 on
+    # H200: open loops of small models generate 1.5 to 2.5 ms per token slower than closed
+    # loops at the same batch, while a lone request's TTFT, with no one decoding, shows no
+    # such cost: docs/performance-model.md, "Admissions while decoding"). 0: none.
+    admit_stall_us: float = 0.0
 
 
 @dataclass(frozen=True)

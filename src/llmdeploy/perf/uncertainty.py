@@ -40,12 +40,12 @@ class Uncertainty:
 # fmt: off
 # BEGIN FITTED UNCERTAINTY
 UNCERTAINTY = Uncertainty(
-    throughput_median=0.043,
-    throughput_p90=0.290,
-    itl_median=0.064,
-    itl_p90=0.213,
-    ttft_median=0.178,
-    ttft_p90=0.466,
+    throughput_median=0.050,
+    throughput_p90=0.300,
+    itl_median=0.066,
+    itl_p90=0.248,
+    ttft_median=0.175,
+    ttft_p90=0.493,
     basis='leave-one-group-out CV residuals (scripts/perf_fit.py --cv)',
 )
 # END FITTED UNCERTAINTY
