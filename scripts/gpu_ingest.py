@@ -3,7 +3,7 @@
 calibration file of the performance model (issue 22; docs/performance-model.md,
 "Measured on one H200").
 
-Usage: python scripts/gpu_ingest.py [--header=first|...|fifth] [--tag=TAG] RESULTS_DIR
+Usage: python scripts/gpu_ingest.py [--header=first|...|sixth] [--tag=TAG] RESULTS_DIR
        OUT.yaml [KEY[:PLAN] ...]   (PLAN: tests/data/perf/gpu-plan/PLAN.yaml when it is not
        KEY.yaml; TAG: appended to every id, for a geometry an earlier lease measured with the
        same sweeps)
@@ -45,6 +45,11 @@ GEOMETRY = {
     "m1b": "Llama-3.2-1B geometry",
     "g12b": "Gemma-3-12B text geometry",
     "goss120": "gpt-oss-120b geometry",
+    "l3b": "Llama-3.2-3B geometry",
+    "q8b": "Qwen3-8B geometry",
+    "m1b6": "Llama-3.2-1B geometry (sixth lease)",
+    "m1bfull": "Llama-3.2-1B geometry, cudagraph_mode FULL",
+    "m1bsync": "Llama-3.2-1B geometry, async scheduling off",
 }
 WEIGHTS = {
     "qawq": "awq-int4",
@@ -197,7 +202,8 @@ def ingest(
         "config": f"models/{Path(model['config']).parent.name}/config.json",
         "weights": WEIGHTS.get(key, "bf16"),
     }
-    if {"kv", "max_model_len", "gpu_memory_utilization", "max_num_batched_tokens"} & set(model):
+    keys = {"kv", "max_model_len", "gpu_memory_utilization", "max_num_batched_tokens", "serve_args"}
+    if keys & set(model):
         start |= {"kv_cache_dtype": str(model.get("kv", "auto")), "max_model_len": length}
         start |= {"serve_args": str(model.get("serve_args", ""))}
     start |= st
@@ -278,6 +284,20 @@ HEADERS["fifth"] = """\
 # (m8bc1b.yaml; ids tagged -b512), and Llama-3.2-1B at one client and at 64 (m1bc1.yaml); ids
 # tagged -s5. Predictions recorded before the runs at commit 3eb4d95:
 # tests/data/perf/predictions/{m8bc1,m8bc1b,m1bc1}.json.
+"""
+HEADERS["sixth"] = """\
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-03 (sixth lease)
+# by llmdeploy's developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py),
+# dummy weights (--load-format dummy), converted by scripts/gpu_ingest.py. Server and load as in
+# h200-vllm-0.24.0-arrivals-4.yaml, with LOADGEN_SEED=s6 (no prompt repeats across sweeps, and
+# first- and last-token stamps per request). Geometries no fit has seen, Llama-3.2-3B
+# (models/l3b, plan l3b.yaml) and Qwen3-8B (models/q8b, q8b.yaml), under Poisson arrivals of 10
+# to 40 requests/s, 32 staggered clients and a closed loop of 32; and Llama-3.2-1B served three
+# ways (plan m1bab.yaml; ids tagged -s6): as always, with -cc.cudagraph_mode=FULL and with
+# --no-async-scheduling, each on its own server, the last two kept out of every comparison
+# (``excluded``: settings the model has no input for). Predictions recorded before the runs from
+# two models: tests/data/perf/predictions/{l3b,q8b,m1bab}.json (commit 26455c3, the admission
+# stall) and {l3b,q8b,m1bab}-237ba0e.json (the model then shipped).
 """
 
 
