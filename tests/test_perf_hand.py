@@ -460,7 +460,7 @@ def test_packed_4bit_weights_stream_at_w4_bw_factor_of_the_bandwidth() -> None:
     assert bf16.s_dense_w == pytest.approx(16_777_216 * 2 / 0.5e12)
 
 
-def test_a_step_with_prompt_tokens_pays_its_graph_gaps_and_an_admission_while_others_decode() -> None:
+def test_a_prompt_step_pays_graph_gaps_and_an_admission_beside_decodes_a_stall() -> None:
     # FLAT's 10 ms steps (host work, run serially with the GPU); 2 ms of GPU gaps in any step
     # with prompt tokens; 5 ms more in a step that admits a request while others decode
     sm = dataclasses.replace(FLAT, prefill_gpu=0.002, admit_stall=0.005)

@@ -129,9 +129,10 @@ def test_full_cuda_graphs_do_not_remove_the_stall_and_sync_scheduling_starts_soo
     for rate in ("20-n400", "40-n800"):
         base, sync = m[row.format("m1b6", rate)], m[row.format("m1bsync", rate)]
         assert base["ttft_p50_ms"] - sync["ttft_p50_ms"] > 5.0, rate
-    assert m[row.format("m1bfull", "40-n800")]["itl_p50_ms"] > m[row.format("m1b6", "40-n800")][
-        "itl_p50_ms"
-    ]
+    assert (
+        m[row.format("m1bfull", "40-n800")]["itl_p50_ms"]
+        > m[row.format("m1b6", "40-n800")]["itl_p50_ms"]
+    )
     async_ttft = _engine_means("m1b6")["time_to_first_token"]
     sync_ttft = _engine_means("m1bsync")["time_to_first_token"]
     assert 5.0 < async_ttft - sync_ttft < 12.0, (async_ttft, sync_ttft)

@@ -246,7 +246,9 @@ def test_dense_dp_is_stepped_together_a_conservative_throughput() -> None:
     rank = estimate(HW, DENSE, one, Workload(1000, 200, concurrency=4), c)
     replica = estimate(HW, DENSE, dp, Workload(1000, 200, concurrency=16), c)
     assert replica.ttft_p50_ms == pytest.approx(rank.ttft_p50_ms, rel=0.05)
-    assert 0.8 * 4 * rank.output_tokens_per_s < replica.output_tokens_per_s
+    # (the admission stall, once per step that admits, stalls every rank stepped together:
+    # about 20 % below four ranks at this load)
+    assert 0.75 * 4 * rank.output_tokens_per_s < replica.output_tokens_per_s
     assert replica.output_tokens_per_s < 4 * rank.output_tokens_per_s
     busy = estimate(HW, DENSE, dp, Workload(1000, 200, concurrency=128), c)
     busy_rank = estimate(HW, DENSE, one, Workload(1000, 200, concurrency=32), c)

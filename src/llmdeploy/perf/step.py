@@ -248,7 +248,10 @@ class StepModel:
         # overlapped host and GPU work: a smooth max (overlap is never perfect)
         step = _pnorm(gpu, host, _OVERLAP_KNEE) if self.overlap else gpu + host
         if n_dec > 0.0 and pf_new > 0.0:
-            step += self.admit_stall  # once per step that admits, however many it admits
+            # once per step that admits, however many; with ranks stepped together every rank
+            # waits for it, where vLLM's data-parallel ranks are engine cores of their own (a
+            # conservative figure for them: docs/performance-model.md, "Layouts")
+            step += self.admit_stall
         if stream > 0.0:
             step = _pnorm(step, stream, _OVERLAP_KNEE)
         return g, a_dec, a_pf, ar, self.gpu_fixed, host, step
