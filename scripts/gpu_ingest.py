@@ -3,7 +3,7 @@
 calibration file of the performance model (issue 22; docs/performance-model.md,
 "Measured on one H200").
 
-Usage: python scripts/gpu_ingest.py [--header=first|...|sixth] [--tag=TAG] RESULTS_DIR
+Usage: python scripts/gpu_ingest.py [--header=first|...|seventh] [--tag=TAG] RESULTS_DIR
        OUT.yaml [KEY[:PLAN] ...]   (PLAN: tests/data/perf/gpu-plan/PLAN.yaml when it is not
        KEY.yaml; TAG: appended to every id, for a geometry an earlier lease measured with the
        same sweeps)
@@ -50,6 +50,9 @@ GEOMETRY = {
     "m1b6": "Llama-3.2-1B geometry (sixth lease)",
     "m1bfull": "Llama-3.2-1B geometry, cudagraph_mode FULL",
     "m1bsync": "Llama-3.2-1B geometry, async scheduling off",
+    "l3b7": "Llama-3.2-3B geometry (seventh lease)",
+    "l3bcg": "Llama-3.2-3B geometry, CUDA graphs up to 1024 tokens",
+    "q8b7": "Qwen3-8B geometry (seventh lease)",
 }
 WEIGHTS = {
     "qawq": "awq-int4",
@@ -298,6 +301,19 @@ HEADERS["sixth"] = """\
 # (``excluded``: settings the model has no input for). Predictions recorded before the runs from
 # two models: tests/data/perf/predictions/{l3b,q8b,m1bab}.json (commit 26455c3, the admission
 # stall) and {l3b,q8b,m1bab}-237ba0e.json (the model then shipped).
+"""
+HEADERS["seventh"] = """\
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-03 (seventh lease)
+# by llmdeploy's developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py),
+# dummy weights (--load-format dummy), converted by scripts/gpu_ingest.py. Server and load as in
+# h200-vllm-0.24.0-arrivals-6.yaml, with LOADGEN_SEED=s7, /metrics scraped after every sweep
+# (metrics/*-s7.*) and a step probe in every engine process (scripts/gpu_probe/
+# sitecustomize.py: the time and size of every scheduled step, probes/*.jsonl.gz). Plan
+# probe7.yaml, ids tagged -s7: Llama-3.2-3B and Qwen3-8B served as in the sixth lease (l3b7,
+# q8b7), and Llama-3.2-3B with -cc.max_cudagraph_capture_size=1024 (l3bcg), under Poisson
+# arrivals of 40 and 25 requests/s and a closed loop of 32. Predictions recorded before the runs
+# (tests/data/perf/predictions/probe7.json, commit 437ee68: the admission-stall model, with the
+# hypothesis that the stall is the eager run of a step above 512 tokens for l3bcg).
 """
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from llmdeploy.engines import registry
+from llmdeploy.engines.vllm.perf import cudagraph_tokens_from_args
 from llmdeploy.perf.api import estimate
 from llmdeploy.perf.inputs import geometry, hardware
 from llmdeploy.sizing.requests import request_from_options
@@ -52,6 +53,7 @@ def predict(
     gpu_memory_utilization: float = 0.92,
     max_num_batched_tokens: int | None = None,
     constants: dict[str, float] | None = None,
+    serve_args: str = "",
 ) -> list[Any]:
     req = request_from_options(
         str(config),
@@ -75,13 +77,15 @@ def predict(
         req = dataclasses.replace(req, max_num_batched_tokens=max_num_batched_tokens)
     sz = size(req)
     run = registry.get("vllm").engine_run(sz, None)
+    graphs = cudagraph_tokens_from_args(serve_args, run.deployment.cudagraph_max_tokens)
+    dep = dataclasses.replace(run.deployment, cudagraph_max_tokens=graphs)
     consts = dataclasses.replace(run.constants, **constants) if constants else run.constants
     assert sz.instance is not None
     hw, m = hardware(sz.instance), geometry(sz.request.architecture)
     out = []
     for sweep in sweeps:
         wl = workload(sweep)
-        e = estimate(hw, m, run.deployment, wl, consts)
+        e = estimate(hw, m, dep, wl, consts)
         out.append(
             {
                 "sweep": sweep,
@@ -121,6 +125,7 @@ def main(argv: list[str]) -> int:
             float(m.get("gpu_memory_utilization", 0.92)),
             m.get("max_num_batched_tokens"),
             m.get("constants"),
+            str(m.get("serve_args", "")),
         )
     Path(argv[1]).write_text(json.dumps(out, indent=1) + "\n")
     return 0

@@ -27,6 +27,7 @@ from ruamel.yaml import YAML
 from llmdeploy.catalog import ec2
 from llmdeploy.catalog.models import load_architecture
 from llmdeploy.engines.trtllm.perf_constants import CONSTANTS as TRTLLM_CONSTANTS
+from llmdeploy.engines.vllm.perf import cudagraph_max_tokens, cudagraph_tokens_from_args
 from llmdeploy.engines.vllm.perf_constants import CONSTANTS as VLLM_CONSTANTS
 from llmdeploy.perf import inputs
 from llmdeploy.perf.api import estimate
@@ -145,6 +146,8 @@ def published_case(row: dict[str, Any], fallback_source: str) -> Case:
         # TensorRT-LLM's default capacity policy is guaranteed_no_evict (engines/trtllm/perf.py)
         kv_admission="optimistic" if fam == "vllm" else "reserve",
         async_scheduling=True if "--async-scheduling" in str(row.get("notes", "")) else None,
+        # vLLM's default largest CUDA graph at max_num_seqs 1024 (engines/vllm/perf.py)
+        cudagraph_max_tokens=cudagraph_max_tokens(1024, 8192) if fam == "vllm" else -1,
     )
     notes: list[str] = []
     targets: list[Target] = []
@@ -238,7 +241,11 @@ def sweep_cases(doc: dict[str, Any], source: str) -> list[Case]:
             int(row["concurrency"]),
         )
         dep = Deployment(
-            tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, kv_capacity_tokens=kv[name]
+            tp=1,
+            max_num_batched_tokens=8192,
+            max_num_seqs=1024,
+            kv_capacity_tokens=kv[name],
+            cudagraph_max_tokens=cudagraph_max_tokens(1024, 8192),  # the logs: 512
         )
         wl = Workload(isl, osl, concurrency=c, num_requests=int(row["num_requests"]))
         tpot = (float(met["e2e_mean_ms"]) - float(met["ttft_mean_ms"])) / (osl - 1)
@@ -296,7 +303,13 @@ def _hits(text: str) -> frozenset[int]:
 
 @functools.cache
 def _arrival_setup(
-    directory: str, config: str, kv_tokens: int, mnbt: int, kv: str = "auto", length: int = 8192
+    directory: str,
+    config: str,
+    kv_tokens: int,
+    mnbt: int,
+    kv: str = "auto",
+    length: int = 8192,
+    serve_args: str = "",
 ) -> tuple[Any, ...]:
     """The product's own view of one served geometry: llmdeploy sizes the config.json on one
     H200 (p5en.48xlarge) and the vLLM plug-in says how it runs a replica (the KV cache dtype
@@ -315,8 +328,13 @@ def _arrival_setup(
     sz = size(req)
     run = registry.get("vllm").engine_run(sz, None)
     assert sz.instance is not None
+    mnbt = mnbt or 8192
+    graphs = cudagraph_max_tokens(sz.max_num_seqs, mnbt, enforce_eager=sz.request.enforce_eager)
     dep = dataclasses.replace(
-        run.deployment, kv_capacity_tokens=kv_tokens, max_num_batched_tokens=mnbt or 8192
+        run.deployment,
+        kv_capacity_tokens=kv_tokens,
+        max_num_batched_tokens=mnbt,
+        cudagraph_max_tokens=cudagraph_tokens_from_args(serve_args, graphs),
     )
     return inputs.hardware(sz.instance), inputs.geometry(sz.request.architecture), dep
 
@@ -337,6 +355,7 @@ def arrival_cases(doc: dict[str, Any], source: str, directory: Path) -> list[Cas
             str(directory), str(st["config"]), int(st["kv_cache_tokens"]),
             int(st.get("max_num_batched_tokens") or 8192),
             str(st.get("kv_cache_dtype", "auto")), int(st.get("max_model_len", 8192)),
+            str(st.get("serve_args", "")),
         )  # fmt: skip
         isl, osl = float(row["input_tokens"]), float(row["output_tokens"])
         arrival = row["arrival"]

@@ -460,40 +460,70 @@ def test_packed_4bit_weights_stream_at_w4_bw_factor_of_the_bandwidth() -> None:
     assert bf16.s_dense_w == pytest.approx(16_777_216 * 2 / 0.5e12)
 
 
-def test_a_prompt_step_pays_graph_gaps_and_an_admission_beside_decodes_a_stall() -> None:
+def test_a_prompt_step_pays_graph_gaps_and_a_step_above_the_largest_graph_its_launches() -> None:
     # FLAT's 10 ms steps (host work, run serially with the GPU); 2 ms of GPU gaps in any step
-    # with prompt tokens; 5 ms more in a step that admits a request while others decode
-    sm = dataclasses.replace(FLAT, prefill_gpu=0.002, admit_stall=0.005)
-    assert sm.step(4, 400.0) == pytest.approx(0.010)  # decode only
-    # a lone prompt: no one decodes, so no stall, only the gaps: 12 ms
-    assert sm.step(0, 0.0, 100.0, 5_000.0, 0.0, 1.0, 1.0, 1.0) == pytest.approx(0.012)
-    # a later chunk of a prompt admitted earlier, beside 4 decodes: 12 ms
-    assert sm.step(4, 400.0, 100.0, 5_000.0, 100.0, 1.0, 0.0, 0.0) == pytest.approx(0.012)
-    # a new request joins 4 decoding ones: 17 ms; three join at once: still 17 ms (per step)
-    assert sm.step(4, 400.0, 100.0, 5_000.0, 0.0, 1.0, 1.0, 1.0) == pytest.approx(0.017)
-    assert sm.step(4, 400.0, 300.0, 15_000.0, 0.0, 3.0, 3.0, 3.0) == pytest.approx(0.017)
-    # the constants: the gaps per decoder layer (30 us x 1 layer; x 32 layers), the stall once
-    c = dataclasses.replace(TOY_C, prefill_gpu_layer_us=30.0, admit_stall_us=5_000.0)
-    built = build_step_model(TOY_HW, TOY, Deployment(), c)
+    # with prompt tokens; CUDA graphs up to 512 tokens, and 5 ms of launches in a step above
+    sm = dataclasses.replace(FLAT, prefill_gpu=0.002, graph_tokens=512.0, eager_host=0.005)
+    assert sm.step(4, 400.0) == pytest.approx(0.010)  # decode only, in a graph
+    # a lone 512-token prompt fits the largest graph: only the gaps, 12 ms
+    assert sm.step(0, 0.0, 512.0, 131_328.0, 0.0, 1.0, 1.0) == pytest.approx(0.012)
+    # the same prompt beside 4 decodes is a 516-token step, run without graphs: 17 ms
+    assert sm.step(4, 400.0, 512.0, 131_328.0, 0.0, 1.0, 1.0) == pytest.approx(0.017)
+    # a later 100-token chunk beside 4 decodes fits a graph again: 12 ms
+    assert sm.step(4, 400.0, 100.0, 5_000.0, 100.0, 1.0, 0.0) == pytest.approx(0.012)
+    # 600 decoding sequences, no prompt: above the largest graph too, 15 ms
+    assert sm.step(600, 60_000.0) == pytest.approx(0.015)
+    # with graphs up to 1024 tokens the 516-token step is captured: 12 ms
+    wide = dataclasses.replace(sm, graph_tokens=1024.0)
+    assert wide.step(4, 400.0, 512.0, 131_328.0, 0.0, 1.0, 1.0) == pytest.approx(0.012)
+    # the constants: the gaps and the launches per decoder layer (x 1 layer; x 32 layers), the
+    # largest graph from the deployment (-1: no limit known, never eager; 0: --enforce-eager)
+    c = dataclasses.replace(TOY_C, prefill_gpu_layer_us=30.0, eager_layer_us=400.0)
+    built = build_step_model(TOY_HW, TOY, Deployment(cudagraph_max_tokens=512), c)
     assert built.prefill_gpu == pytest.approx(30e-6)
-    assert built.admit_stall == pytest.approx(0.005)
+    assert built.eager_host == pytest.approx(400e-6)
+    assert built.graph_tokens == 512.0
+    assert build_step_model(TOY_HW, TOY, Deployment(), c).graph_tokens == math.inf
+    assert build_step_model(TOY_HW, TOY, Deployment(cudagraph_max_tokens=0), c).graph_tokens == 0
     deep = dataclasses.replace(TOY, layers=32)
-    assert build_step_model(TOY_HW, deep, Deployment(), c).prefill_gpu == pytest.approx(960e-6)
+    deep_sm = build_step_model(TOY_HW, deep, Deployment(), c)
+    assert deep_sm.prefill_gpu == pytest.approx(960e-6)
+    assert deep_sm.eager_host == pytest.approx(12_800e-6)
 
 
-def test_the_simulation_charges_the_admission_stall_only_while_others_decode() -> None:
-    """One client's requests arrive at an idle engine: none of their steps pays the stall,
-    and their TTFT is the same with and without it. Under a steady open loop of the same
-    requests, admissions land beside running decodes and the ITL rises."""
-    dep = Deployment(max_num_seqs=64, kv_capacity_tokens=1 << 20)
+def test_vllms_largest_cuda_graph_is_twice_max_num_seqs_up_to_512_tokens() -> None:
+    """vllm/config/vllm.py (v0.24.0, _set_cudagraph_sizes): min(2 x max_num_seqs, 512), never
+    above max_num_batched_tokens; --enforce-eager captures none; a server's command line can
+    name another size (-cc.max_cudagraph_capture_size, as the seventh H200 lease served)."""
+    from llmdeploy.engines.vllm import perf as vperf
+
+    assert vperf.cudagraph_max_tokens(256, 8192) == 512
+    assert vperf.cudagraph_max_tokens(64, 8192) == 128
+    assert vperf.cudagraph_max_tokens(1024, 256) == 256
+    assert vperf.cudagraph_max_tokens(256, 8192, enforce_eager=True) == 0
+    assert vperf.cudagraph_tokens_from_args("-cc.max_cudagraph_capture_size=1024", 512) == 1024
+    cfg = """--compilation-config '{"max_cudagraph_capture_size": 2048}'"""
+    assert vperf.cudagraph_tokens_from_args(cfg, 512) == 2048
+    assert vperf.cudagraph_tokens_from_args("--enforce-eager --max-num-seqs 8", 512) == 0
+    assert vperf.cudagraph_tokens_from_args("--max-num-seqs 8", 512) == 512
+
+
+def test_the_simulation_charges_the_launches_to_admissions_beside_decodes_only() -> None:
+    """One client's 512-token prompts reach an idle engine: each prefill fits the largest graph
+    (512 tokens), so the TTFT is the same with and without the eager launch cost. Under a
+    steady mix of 16 clients an admission lands beside running decodes, the step has more than
+    512 tokens and runs without graphs, and the ITL rises; it does not when every step fits a
+    graph (graphs as large as the token budget)."""
+    dep = Deployment(max_num_seqs=64, kv_capacity_tokens=1 << 20, cudagraph_max_tokens=512)
     base = dataclasses.replace(TOY_C, ttft_overhead_ms=1.0)
-    stalled = dataclasses.replace(base, admit_stall_us=3_000.0)
+    eager = dataclasses.replace(base, eager_layer_us=3_000.0)
     lone = Workload(input_tokens=512, output_tokens=64, concurrency=1)
     a = api.estimate(TOY_HW, TOY, dep, lone, base)
-    b = api.estimate(TOY_HW, TOY, dep, lone, stalled)
+    b = api.estimate(TOY_HW, TOY, dep, lone, eager)
     assert b.ttft_p50_ms == pytest.approx(a.ttft_p50_ms)
     assert b.itl_p50_ms == pytest.approx(a.itl_p50_ms)
     busy = Workload(input_tokens=512, output_tokens=64, concurrency=16, output_spread=0.5)
-    assert api.estimate(TOY_HW, TOY, dep, busy, stalled).itl_p50_ms > 1.05 * (
-        api.estimate(TOY_HW, TOY, dep, busy, base).itl_p50_ms
-    )
+    plain = api.estimate(TOY_HW, TOY, dep, busy, base).itl_p50_ms
+    assert api.estimate(TOY_HW, TOY, dep, busy, eager).itl_p50_ms > 1.05 * plain
+    wide = dataclasses.replace(dep, cudagraph_max_tokens=dep.max_num_batched_tokens)
+    assert api.estimate(TOY_HW, TOY, wide, busy, eager).itl_p50_ms == pytest.approx(plain)

@@ -105,13 +105,18 @@ def test_more_concurrency_never_lowers_latency(
 
 
 def test_p99_ttft_of_a_prefill_bound_closed_loop_is_monotone() -> None:
+    """Rising with the clients, to within the p99's granularity: a steady closed loop measures
+    max(2 C, 96) requests, so its p99 is one of the two or three longest waits, and where a
+    prompt's wait falls against the other clients' prefills moves with their phase (the
+    2026-12-03 constants: 1041 ms at 56 clients, 982 at 60, 991 at 64)."""
     c = constants_for(ROWS, "trtllm-pytorch", "1.2.0")
     dep = _dep(kv_admission="reserve")
     p99 = [
         _est(H100, LLAMA8B, dep, Workload(4096, 128, concurrency=n), c).ttft_p99_ms
         for n in (40, 48, 56, 64)
     ]
-    assert all(b >= a * (1 - TOL) for a, b in itertools.pairwise(p99))
+    assert all(b >= a * (1 - 2 * TOL_FLAT) for a, b in itertools.pairwise(p99)), p99
+    assert p99[-1] > 1.05 * p99[0], p99
 
 
 def test_more_request_rate_never_lowers_latency() -> None:

@@ -98,8 +98,7 @@ def _itl_estimate(sm: StepModel, si: SimInput, c: int) -> float | None:
         ctx = b * (i + o / 2.0)
         d0 = sm.step(b, ctx)
         chunks = _chunks(i, budget)
-        times = [sm.step(b, ctx, n, n * (done + (n + 1) / 2.0), done, 1.0, float(last),
-                         1.0 if done == 0.0 else 0.0)
+        times = [sm.step(b, ctx, n, n * (done + (n + 1) / 2.0), done, 1.0, float(last))
                  for n, done, last in chunks]  # fmt: skip
         extra = sum(d - d0 for d in times)
         denom = 1.0 - lam * extra

@@ -153,7 +153,11 @@ def precision(sizing: Sizing) -> Precision:
 
 
 def deployment(
-    sizing: Sizing, *, kv_admission: KvAdmission, async_scheduling: bool | None = None
+    sizing: Sizing,
+    *,
+    kv_admission: KvAdmission,
+    async_scheduling: bool | None = None,
+    cudagraph_max_tokens: int = -1,
 ) -> Deployment:
     """One replica of ``sizing`` as the model runs it: its TP degree, precision, batching limits
     and the KV-cache capacity the sizing computed; the engine says how it admits requests."""
@@ -183,4 +187,5 @@ def deployment(
         pipeline_parallel=max(1, sizing.pp),
         pipeline_nodes=max(1, sizing.nodes),
         state_bytes_per_seq=float(state),
+        cudagraph_max_tokens=cudagraph_max_tokens,
     )

@@ -232,7 +232,6 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
         budget = budget_max - n_dec
         chunks: list[tuple[_Req, int]] = []
         taken = 0  # KV tokens claimed by this step's chunks
-        admitted = 0  # requests this step takes from the queue
         for r in st.prefilling:
             if budget <= 0:
                 break
@@ -260,7 +259,6 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
                 st.kv_bound = st.kv_bound or running
                 break
             st.waiting.popleft()
-            admitted += 1
             st.admit_counter += 1
             r.admit_no = st.admit_counter
             st.reserved += r.prompt + r.output
@@ -298,7 +296,7 @@ def simulate(sm: StepModel, si: SimInput) -> SimResult:
             m = max(1, nxt_finish - st.k)
             if not si.reserve_kv:
                 m = max(1, min(m, int((cap - st.used) // n_dec)))
-        dt0 = sm.step(n_dec, st.ctx, pf_tokens, pf_pairs, pf_prefix, len(chunks), pf_done, admitted)
+        dt0 = sm.step(n_dec, st.ctx, pf_tokens, pf_pairs, pf_prefix, len(chunks), pf_done)
         slope = 0.0
         if m > 1:
             dt1 = sm.step(n_dec, st.ctx + n_dec * (m - 1))

@@ -12,8 +12,9 @@ already-cached prefix tokens ``pf_prefix``). Per GPU of the TP group:
     GPU        sum of the above + layer_overhead * layers (+ prefill_gpu_layer * layers in a
                step with prompt tokens)
     host       step_overhead + seq_overhead * sequences in the step
+               (+ eager_layer * layers in a step with more tokens than the largest CUDA
+               graph: it runs kernel by kernel)
     step       max(GPU, host) if the engine overlaps host and GPU, else GPU + host;
-               + admit_stall in a step that admits requests while others decode;
                then at least stream_token * tokens emitted (one frontend process).
 
 Layouts (docs/performance-model.md, "Layouts"): a replica of ``ranks`` side-by-side batches
@@ -184,7 +185,8 @@ class StepModel:
     s_pp_tok: float = 0.0  # seconds per token of one batch: stage-to-stage sends
     s_state: float = 0.0  # seconds per sequence in the step: state-space state read + write
     prefill_gpu: float = 0.0  # GPU seconds added to a step that carries prompt tokens
-    admit_stall: float = 0.0  # seconds a step that admits requests while others decode adds
+    graph_tokens: float = math.inf  # tokens of the largest CUDA graph (one rank)
+    eager_host: float = 0.0  # host seconds a step above ``graph_tokens`` adds (all layers)
 
     def times(
         self,
@@ -195,9 +197,8 @@ class StepModel:
         pf_prefix: float,
         pf_seqs: float,
         pf_done: float,
-        pf_new: float = 0.0,
     ) -> tuple[float, float, float, float, float, float, float]:
-        """Component times in seconds (``pf_new``: requests the step admits).
+        """Component times in seconds.
 
         Returns (weights/GEMM, KV/attention decode, prefill attention, all-reduce,
         GPU fixed, host, total step).
@@ -213,7 +214,7 @@ class StepModel:
             share = min(k, max(1.0, pf_seqs))
             n_dec, ctx_dec = n_dec / k, ctx_dec / k
             pf_tokens, pf_pairs, pf_prefix = pf_tokens / share, pf_pairs / share, pf_prefix / share
-            pf_seqs, pf_done, pf_new = pf_seqs / share, pf_done / share, pf_new / share
+            pf_seqs, pf_done = pf_seqs / share, pf_done / share
         tokens = n_dec + pf_tokens
         p = self.knee
         g = _pnorm(self.s_dense_w, self.s_dense_f * tokens, p)
@@ -245,13 +246,11 @@ class StepModel:
         if pf_tokens > 0.0:
             gpu += self.prefill_gpu
         host = self.host_fixed + self.host_seq * (n_dec + pf_seqs)
+        if tokens > self.graph_tokens:
+            # no CUDA graph holds this many tokens (one rank's): every kernel is launched
+            host += self.eager_host
         # overlapped host and GPU work: a smooth max (overlap is never perfect)
         step = _pnorm(gpu, host, _OVERLAP_KNEE) if self.overlap else gpu + host
-        if n_dec > 0.0 and pf_new > 0.0:
-            # once per step that admits, however many; with ranks stepped together every rank
-            # waits for it, where vLLM's data-parallel ranks are engine cores of their own (a
-            # conservative figure for them: docs/performance-model.md, "Layouts")
-            step += self.admit_stall
         if stream > 0.0:
             step = _pnorm(step, stream, _OVERLAP_KNEE)
         return g, a_dec, a_pf, ar, self.gpu_fixed, host, step
@@ -265,10 +264,9 @@ class StepModel:
         pf_prefix: float = 0.0,
         pf_seqs: float = 0.0,
         pf_done: float = 0.0,
-        pf_new: float = 0.0,
     ) -> float:
-        """Step time in seconds (``pf_new``: requests the step admits)."""
-        t = self.times(n_dec, ctx_dec, pf_tokens, pf_pairs, pf_prefix, pf_seqs, pf_done, pf_new)
+        """Step time in seconds."""
+        t = self.times(n_dec, ctx_dec, pf_tokens, pf_pairs, pf_prefix, pf_seqs, pf_done)
         return t[6]
 
 
@@ -363,7 +361,8 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
         gpu_fixed=c.layer_overhead_us * 1e-6 * m.layers,
         host_fixed=c.step_overhead_us * 1e-6,
         prefill_gpu=c.prefill_gpu_layer_us * 1e-6 * m.layers,
-        admit_stall=c.admit_stall_us * 1e-6,
+        graph_tokens=float(dep.cudagraph_max_tokens) if dep.cudagraph_max_tokens >= 0 else math.inf,
+        eager_host=c.eager_layer_us * 1e-6 * m.layers,
         host_seq=c.seq_overhead_us * 1e-6,
         overlap=c.host_overlap,
         stream_tok=c.stream_token_us * 1e-6,

@@ -102,6 +102,9 @@ class Deployment:
     pipeline_parallel: int = 1  # stages, ``tp`` GPUs each, a batch in flight per stage
     pipeline_nodes: int = 1  # nodes the stages span (> 1: stage-to-stage over the network)
     state_bytes_per_seq: float = 0.0  # state-space layers' state of one sequence, per GPU
+    # tokens of the largest CUDA graph the engine captured (one rank): a step with more runs
+    # eagerly (Constants.eager_layer_us); 0: no graphs (--enforce-eager); -1: no limit modelled
+    cudagraph_max_tokens: int = -1
 
 
 @dataclass(frozen=True)
@@ -189,12 +192,15 @@ class Constants:
     # launches (the fifth H200 lease: a lone 8B prompt's extra 512-token steps cost 0.7 to 1.6
     # ms each). 0: none.
     prefill_gpu_layer_us: float = 0.0
-    # engine time a step that admits new requests while other sequences decode takes beyond
-    # its compute, once per such step; every running request waits for it (vLLM >= 0.12 on
-    # H200: open loops of small models generate 1.5 to 2.5 ms per token slower than closed
-    # loops at the same batch, while a lone request's TTFT, with no one decoding, shows no
-    # such cost: docs/performance-model.md, "Admissions while decoding"). 0: none.
-    admit_stall_us: float = 0.0
+    # host time per decoder layer of a step that runs without CUDA graphs: one with more tokens
+    # than the largest captured graph (``Deployment.cudagraph_max_tokens``; vLLM runs such a
+    # step eagerly, kernel by kernel from Python: vllm/v1/cudagraph_dispatcher.py, and
+    # vllm/config/vllm.py sets the largest graph to min(2 x max_num_seqs, 512,
+    # max_num_batched_tokens) by default). A step of one 512-token prompt beside running decodes
+    # is such a step; for a small model the launches, not the GPU, then set its time (the
+    # seventh H200 lease: Llama-3.2-3B under Poisson arrivals, 13 to 17 ms per admission beyond a
+    # decode step, 5 ms with graphs up to 1024 tokens). 0: none.
+    eager_layer_us: float = 0.0
 
 
 @dataclass(frozen=True)

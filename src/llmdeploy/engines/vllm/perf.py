@@ -10,6 +10,7 @@ from 0.12 on, which is where the two constant rows split (docs/performance-model
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from llmdeploy.engines.vllm.flags import DEFAULT_VLLM_VERSION
@@ -21,9 +22,45 @@ if TYPE_CHECKING:
     from llmdeploy.sizing.types import Sizing
 
 
+# vLLM's largest CUDA graph unless the compilation config names one: min(2 x max_num_seqs,
+# 512), and never above max_num_batched_tokens (vllm/config/vllm.py,
+# VllmConfig._set_cudagraph_sizes, v0.24.0; "max_cudagraph_capture_size" in
+# vllm/config/compilation.py). A step with more tokens runs without a graph.
+_GRAPH_TOKENS_MAX = 512
+
+
+def cudagraph_max_tokens(
+    max_num_seqs: int, max_num_batched_tokens: int, *, enforce_eager: bool = False
+) -> int:
+    """Tokens of the largest CUDA graph vLLM captures by default (one rank); 0: none."""
+    if enforce_eager:
+        return 0
+    return max(1, min(2 * max_num_seqs, _GRAPH_TOKENS_MAX, max_num_batched_tokens))
+
+
+_CAPTURE_ARG = re.compile(r"max_cudagraph_capture_size[\"']?\s*[=:]\s*(\d+)")
+
+
+def cudagraph_tokens_from_args(args: str, default: int) -> int:
+    """The largest CUDA graph that extra ``vllm serve`` arguments ask for (``-cc.`` or
+    ``--compilation-config`` ``max_cudagraph_capture_size``; ``--enforce-eager``: none), else
+    ``default``. For scripts that replay a server's command line."""
+    if re.search(r"(^|\s)--enforce-eager(\s|$)", args):
+        return 0
+    m = _CAPTURE_ARG.search(args)
+    return int(m.group(1)) if m else default
+
+
 def engine_run(sizing: Sizing) -> EngineRun:
     version = sizing.engine_version or DEFAULT_VLLM_VERSION
+    graphs = cudagraph_max_tokens(
+        sizing.max_num_seqs,
+        sizing.max_num_batched_tokens,
+        enforce_eager=sizing.request.enforce_eager,
+    )
     return EngineRun(
-        deployment=inputs.deployment(sizing, kv_admission="optimistic"),
+        deployment=inputs.deployment(
+            sizing, kv_admission="optimistic", cudagraph_max_tokens=graphs
+        ),
         constants=constants_for(CONSTANTS, "vllm", version),
     )
