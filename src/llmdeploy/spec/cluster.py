@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, field_validator, model_validator
 
 from llmdeploy.catalog import ec2
-from llmdeploy.spec.fields import DURATION, SpecModel, located_error
+from llmdeploy.spec.fields import DURATION, SpecModel, fresh, located_error
 from llmdeploy.spec.placement import Placement
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ class Cluster(SpecModel):
         200, ge=20, le=16384, description="Root EBS volume size (images + model cache)."
     )
     daemon_set_reserve: DaemonSetReserve = Field(
-        default_factory=DaemonSetReserve,
+        default_factory=fresh(DaemonSetReserve),
         description=(
             "CPU and memory per GPU node left for DaemonSets (requests of the CNI, kube-proxy, "
             "CSI and device plugins, monitoring and log agents). The model pods request the "
@@ -194,7 +194,7 @@ class Cluster(SpecModel):
         ),
     )
     placement: Placement = Field(
-        default_factory=Placement,
+        default_factory=fresh(Placement),
         description="Where the nodes launch: zone, subnets, cluster placement group.",
     )
     expire_after: str = Field(

@@ -11,7 +11,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from llmdeploy.spec.fields import SpecModel, check_dns_label, check_labels, check_no_credentials
+from llmdeploy.spec.fields import (
+    SpecModel,
+    check_dns_label,
+    check_labels,
+    check_no_credentials,
+    fresh,
+)
 
 # Where a Prometheus address's credentials belong instead (check_no_credentials).
 PROMETHEUS_AUTH_HINT = (
@@ -35,7 +41,7 @@ class _InNamespace(SpecModel):
 
 class _Scraped(_InNamespace):
     scraper_labels: dict[str, str] = Field(
-        default_factory=dict,
+        default_factory=fresh(dict),
         description=(
             "Pod labels of the Prometheus or agent that scrapes the server, for the "
             "NetworkPolicy; empty: any pod in `namespace`."

@@ -28,6 +28,7 @@ from llmdeploy.spec.fields import (
     check_cli_word,
     check_dns_label,
     check_no_credentials,
+    fresh,
     located_error,
 )
 from llmdeploy.spec.prometheus import PROMETHEUS_AUTH_HINT, KubePrometheusStack, Prometheus
@@ -58,7 +59,7 @@ class ModelLoading(SpecModel):
         ),
     )
     hf_token_secret: SecretKeyRef | None = Field(
-        default_factory=SecretKeyRef,
+        default_factory=fresh(SecretKeyRef),
         description="Secret holding a Hugging Face token (never the token itself). null: none.",
     )
     s3_uri: str | None = Field(
@@ -105,7 +106,7 @@ class ModelSpec(SpecModel):
     served_name: str | None = Field(
         None, description="Name clients use in the OpenAI API; defaults to `id`."
     )
-    loading: ModelLoading = Field(default_factory=ModelLoading)
+    loading: ModelLoading = Field(default_factory=fresh(ModelLoading))
 
     @field_validator("id")
     @classmethod
@@ -459,7 +460,7 @@ class Autoscaling(SpecModel):
             "NetworkPolicy that lets it reach kube-prometheus."
         ),
     )
-    fallback: Fallback = Field(default_factory=Fallback)
+    fallback: Fallback = Field(default_factory=fresh(Fallback))
 
     @field_validator("keda_namespace")
     @classmethod
@@ -613,7 +614,7 @@ class Monitoring(SpecModel):
         "ServiceMonitor", description="Prometheus-operator object that makes the metric exist."
     )
     labels: UserLabels = Field(
-        default_factory=dict,
+        default_factory=fresh(dict),
         description=(
             "Extra labels so your Prometheus selects the monitor (e.g. release: kps). Keys under "
             "app.kubernetes.io/ are reserved: llmdeploy sets them."
@@ -622,7 +623,7 @@ class Monitoring(SpecModel):
     )
     interval: str = Field("15s", pattern=r"^[0-9]+(ms|s|m)$")
     prometheus: Prometheus = Field(
-        default_factory=KubePrometheusStack,
+        default_factory=fresh(KubePrometheusStack),
         description=(
             "Which Prometheus scrapes the server and answers KEDA, selected by `flavor`: "
             "kube-prometheus, kube-prometheus-stack (default, release `kube-prometheus-stack` "
@@ -665,15 +666,15 @@ class Spec(SpecModel):
     )
     kv_cache_dtype: KvCacheDtype = Field("auto", description="KV cache element type.")
     hardware: Hardware
-    serving: Serving = Field(default_factory=Serving)
-    slo: Slo = Field(default_factory=Slo)
-    autoscaling: Autoscaling = Field(default_factory=Autoscaling)
+    serving: Serving = Field(default_factory=fresh(Serving))
+    slo: Slo = Field(default_factory=fresh(Slo))
+    autoscaling: Autoscaling = Field(default_factory=fresh(Autoscaling))
     cluster: Cluster
-    startup: Startup = Field(default_factory=Startup)
-    service_account: ServiceAccount = Field(default_factory=ServiceAccount)
-    network: Network = Field(default_factory=Network)
-    monitoring: Monitoring = Field(default_factory=Monitoring)
-    gitops: GitOps = Field(default_factory=GitOps)
+    startup: Startup = Field(default_factory=fresh(Startup))
+    service_account: ServiceAccount = Field(default_factory=fresh(ServiceAccount))
+    network: Network = Field(default_factory=fresh(Network))
+    monitoring: Monitoring = Field(default_factory=fresh(Monitoring))
+    gitops: GitOps = Field(default_factory=fresh(GitOps))
 
     @field_validator("name", "namespace")
     @classmethod

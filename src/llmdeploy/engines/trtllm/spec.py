@@ -20,6 +20,7 @@ from llmdeploy.spec.fields import (
     ServerPassthrough,
     SpecModel,
     check_no_credentials,
+    fresh,
 )
 
 # Newest Triton `-trtllm-python-py3` release whose TensorRT-LLM (1.2.1) still ships
@@ -141,7 +142,7 @@ class TrtllmEngine(EngineSection, ServerPassthrough):
     batch_scheduler_policy: Literal["guaranteed_no_evict", "max_utilization"] = Field(
         "guaranteed_no_evict", description="Triton tensorrt_llm batch_scheduler_policy (engine)."
     )
-    build_job: BuildJob = Field(default_factory=BuildJob)
+    build_job: BuildJob = Field(default_factory=fresh(BuildJob))
 
     @field_validator("version")
     @classmethod
