@@ -3,7 +3,7 @@
 calibration file of the performance model (issue 22; docs/performance-model.md,
 "Measured on one H200").
 
-Usage: python scripts/gpu_ingest.py [--header=first|...|seventh] [--tag=TAG] RESULTS_DIR
+Usage: python scripts/gpu_ingest.py [--header=first|...|eighth] [--tag=TAG] RESULTS_DIR
        OUT.yaml [KEY[:PLAN] ...]   (PLAN: tests/data/perf/gpu-plan/PLAN.yaml when it is not
        KEY.yaml; TAG: appended to every id, for a geometry an earlier lease measured with the
        same sweeps)
@@ -53,6 +53,9 @@ GEOMETRY = {
     "l3b7": "Llama-3.2-3B geometry (seventh lease)",
     "l3bcg": "Llama-3.2-3B geometry, CUDA graphs up to 1024 tokens",
     "q8b7": "Qwen3-8B geometry (seventh lease)",
+    "mq30p": "Qwen3-30B-A3B geometry (eighth lease)",
+    "m8bp": "Llama-3.1-8B geometry (eighth lease)",
+    "q8bcg": "Qwen3-8B geometry, CUDA graphs up to 1024 tokens",
 }
 WEIGHTS = {
     "qawq": "awq-int4",
@@ -314,6 +317,18 @@ HEADERS["seventh"] = """\
 # arrivals of 40 and 25 requests/s and a closed loop of 32. Predictions recorded before the runs
 # (tests/data/perf/predictions/probe7.json, commit 437ee68: the admission-stall model, with the
 # hypothesis that the stall is the eager run of a step above 512 tokens for l3bcg).
+"""
+HEADERS["eighth"] = """\
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-03 (eighth lease)
+# by llmdeploy's developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py),
+# dummy weights (--load-format dummy), converted by scripts/gpu_ingest.py. Server, load, probe
+# and /metrics as in h200-vllm-0.24.0-arrivals-7.yaml, with LOADGEN_SEED=s8, ids tagged -s8.
+# Predicted before the runs by the eager-step model (commit 2e25a81;
+# tests/data/perf/predictions/probe8-{mq30,m8b,q8bcg}.json, plans probe8-*.yaml): Qwen3-30B-A3B
+# with 1024-token prompts under Poisson 6 and 12 requests/s and a closed loop of 16 (mq30p);
+# Llama-3.1-8B under Poisson 10 and 24 requests/s and a closed loop of 48 (m8bp); Qwen3-8B with
+# -cc.max_cudagraph_capture_size=1024 under Poisson 40 and 25 requests/s and a closed loop of
+# 32 (q8bcg, beside the seventh lease's q8b7 served as always).
 """
 
 

@@ -360,6 +360,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run the full fit from the parameters of a fit-residuals.json-format file (an "
         "earlier fit) instead of the starting values",
     )
+    ap.add_argument(
+        "--cv-start",
+        type=Path,
+        help="start every CV refit from the parameters of a fit-residuals.json-format file (the "
+        "full fit's own start: each refit repeats the full fit's procedure without its fold) "
+        "instead of from the fit on all cases, where a refit the noisy objective stalls keeps "
+        "the parameters the fold itself moved",
+    )
     args = ap.parse_args(argv)
     cases = cal.load_cases(args.perf_dir)
     ev = Evaluator(cases, args.workers)
@@ -389,6 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (" --cv" if args.cv else "")
         + (f" --folds {args.folds!r} --cv-nfev {args.cv_nfev}" if args.cv and args.folds else "")
         + (f" --start-from {args.start_from}" if args.start_from else "")
+        + (f" --from-params {args.from_params}" if args.from_params else "")
+        + (f" --cv-start {args.cv_start}" if args.cv and args.cv_start else "")
         + " --write",
         "parameters": [
             {**dataclasses.asdict(p), "fitted": float(f"{math.exp(v):.4g}")}
@@ -407,7 +417,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             chosen = {n: h for n, h in chosen.items() if any(k in n for k in keep)}
         for name, held in chosen.items():
             train = [i for i in everything if i not in set(held)]
-            th = fit(ev, train, start=theta, max_nfev=args.cv_nfev)
+            start = stored_theta(args.cv_start) if args.cv_start else theta
+            th = fit(ev, train, start=start, max_nfev=args.cv_nfev)
             fold_rows = [{**r, "fold": name} for r in ev.rows(th, held)]
             cv_rows += fold_rows
             per_fold[name] = res.headline(fold_rows)

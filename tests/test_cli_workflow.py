@@ -251,7 +251,7 @@ def test_rank_by_refuses_an_unknown_order_with_a_suggestion(llama33: Path) -> No
 def test_more_replicas_than_max_replicas_is_a_miss_and_costs_what_the_slo_needs(
     repo: Path,
 ) -> None:
-    text = LLAMA33_16BIT.replace("maxReplicas: 6", "maxReplicas: 1")
+    text = LLAMA33_16BIT.replace("maxReplicas: 7", "maxReplicas: 1")
     assert text != LLAMA33_16BIT
     (repo / "one.yaml").write_text(text, encoding="utf-8")
     doc = plan_json("one.yaml", "--family", "g6e", "--top", "100", code=8)
@@ -275,7 +275,7 @@ def test_more_replicas_than_max_replicas_is_a_miss_and_costs_what_the_slo_needs(
 
 
 def test_more_gpus_than_the_nodepool_limit_is_a_miss(repo: Path) -> None:
-    text = LLAMA33_16BIT.replace("gpuLimit: 24", "gpuLimit: 4")
+    text = LLAMA33_16BIT.replace("gpuLimit: 28", "gpuLimit: 4")
     assert text != LLAMA33_16BIT
     (repo / "small.yaml").write_text(text, encoding="utf-8")
     doc = plan_json("small.yaml", "--family", "g6e", "--top", "100", code=8)
