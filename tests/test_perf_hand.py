@@ -527,3 +527,38 @@ def test_the_simulation_charges_the_launches_to_admissions_beside_decodes_only()
     assert api.estimate(TOY_HW, TOY, dep, busy, eager).itl_p50_ms > 1.05 * plain
     wide = dataclasses.replace(dep, cudagraph_max_tokens=dep.max_num_batched_tokens)
     assert api.estimate(TOY_HW, TOY, wide, busy, eager).itl_p50_ms == pytest.approx(plain)
+
+
+def test_a_specs_extra_args_name_the_largest_cuda_graph(tmp_path: Path) -> None:
+    """``engine.extraArgs`` reach vLLM's parser as they are: a compilation config naming
+    ``max_cudagraph_capture_size`` sets the largest graph the model reads (capped at the token
+    budget, as vllm/config/vllm.py caps it); without one, vLLM's default."""
+    from llmdeploy.engines import registry
+    from llmdeploy.sizing.requests import size_spec
+    from llmdeploy.spec.load import load_spec_file
+
+    base = (Path(__file__).resolve().parents[1] / "presets" / "llama3-8b-vllm-g6e.yaml").read_text()
+    got = {}
+    for name, extra in (
+        ("default", ""),
+        ("cc", "  extraArgs: [-cc.max_cudagraph_capture_size=1024]\n"),
+        (
+            "json",
+            "  extraArgs: [--compilation-config, '{\"max_cudagraph_capture_size\": 99999}']\n",
+        ),
+    ):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(base.replace("  version: 0.24.0\n", "  version: 0.24.0\n" + extra, 1))
+        spec = load_spec_file(path).spec
+        sz = size_spec(spec, None, suggest=False)
+        run = registry.get("vllm").engine_run(sz, spec)
+        assert run is not None
+        got[name] = (
+            run.deployment.cudagraph_max_tokens,
+            sz.max_num_batched_tokens,
+            sz.max_num_seqs,
+        )
+    tokens, budget, seqs = got["default"]
+    assert tokens == min(2 * seqs, 512, budget)
+    assert got["cc"][0] == min(1024, budget)
+    assert got["json"][0] == budget

@@ -104,7 +104,8 @@ class Vllm:
     def engine_run(self, sizing: Sizing, spec: Spec | None) -> EngineRun:
         from llmdeploy.engines.vllm.perf import engine_run
 
-        return engine_run(sizing)
+        extra = getattr(spec.engine, "extra_args", ()) if spec is not None else ()
+        return engine_run(sizing, tuple(extra or ()))
 
     def plan(
         self, spec: Spec, instance: Instance, sizing: Sizing, header_command: str

@@ -11,6 +11,7 @@ from 0.12 on, which is where the two constant rows split (docs/performance-model
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from llmdeploy.engines.vllm.flags import DEFAULT_VLLM_VERSION
@@ -51,13 +52,17 @@ def cudagraph_tokens_from_args(args: str, default: int) -> int:
     return int(m.group(1)) if m else default
 
 
-def engine_run(sizing: Sizing) -> EngineRun:
+def engine_run(sizing: Sizing, extra_args: Sequence[str] = ()) -> EngineRun:
+    """How vLLM runs a replica of ``sizing``; ``extra_args``: the spec's ``engine.extraArgs``,
+    which may name the largest CUDA graph (vLLM caps it at ``max_num_batched_tokens`` too)."""
     version = sizing.engine_version or DEFAULT_VLLM_VERSION
     graphs = cudagraph_max_tokens(
         sizing.max_num_seqs,
         sizing.max_num_batched_tokens,
         enforce_eager=sizing.request.enforce_eager,
     )
+    named = cudagraph_tokens_from_args(" ".join(extra_args), graphs)
+    graphs = min(named, sizing.max_num_batched_tokens)
     return EngineRun(
         deployment=inputs.deployment(
             sizing, kv_admission="optimistic", cudagraph_max_tokens=graphs
