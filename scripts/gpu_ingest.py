@@ -3,7 +3,7 @@
 calibration file of the performance model (issue 22; docs/performance-model.md,
 "Measured on one H200").
 
-Usage: python scripts/gpu_ingest.py [--header=first|...|eighth] [--tag=TAG] RESULTS_DIR
+Usage: python scripts/gpu_ingest.py [--header=first|...|ninth] [--tag=TAG] RESULTS_DIR
        OUT.yaml [KEY[:PLAN] ...]   (PLAN: tests/data/perf/gpu-plan/PLAN.yaml when it is not
        KEY.yaml; TAG: appended to every id, for a geometry an earlier lease measured with the
        same sweeps)
@@ -56,6 +56,11 @@ GEOMETRY = {
     "mq30p": "Qwen3-30B-A3B geometry (eighth lease)",
     "m8bp": "Llama-3.1-8B geometry (eighth lease)",
     "q8bcg": "Qwen3-8B geometry, CUDA graphs up to 1024 tokens",
+    "goss9": "gpt-oss-20b geometry (ninth lease)",
+    "mq30f8": "Qwen3-30B-A3B geometry, FP8 weights",
+    "mq30b9": "Qwen3-30B-A3B geometry (ninth lease)",
+    "q72f8": "Qwen2.5-72B FP8 geometry",
+    "g27b": "Gemma-2-27B geometry",
 }
 WEIGHTS = {
     "qawq": "awq-int4",
@@ -63,6 +68,9 @@ WEIGHTS = {
     "m70fp8": "fp8",
     "goss": "mxfp4",
     "goss120": "mxfp4",
+    "goss9": "mxfp4",
+    "mq30f8": "fp8",
+    "q72f8": "fp8",
 }
 MODE = {"closed": "closed-loop", "stagger": "steady", "poisson": "poisson"}
 
@@ -329,6 +337,22 @@ HEADERS["eighth"] = """\
 # Llama-3.1-8B under Poisson 10 and 24 requests/s and a closed loop of 48 (m8bp); Qwen3-8B with
 # -cc.max_cudagraph_capture_size=1024 under Poisson 40 and 25 requests/s and a closed loop of
 # 32 (q8bcg, beside the seventh lease's q8b7 served as always).
+"""
+HEADERS["ninth"] = """\
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-04 (ninth lease)
+# by llmdeploy's developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py),
+# dummy weights (--load-format dummy), converted by scripts/gpu_ingest.py. Server, load, probe
+# and /metrics as in h200-vllm-0.24.0-arrivals-7.yaml, with LOADGEN_SEED=s9, ids tagged -s9.
+# Predicted before the runs by two models, the candidate with fitted 4-bit expert GEMMs (commit
+# e536537: tests/data/perf/predictions/lease9-KEY.json) and main's (9c7a8be:
+# lease9-KEY-9c7a8be.json), plans lease9-*.yaml: gpt-oss-20b (goss9) and Qwen3-30B-A3B in bf16
+# (mq30b9) under long-prompt closed loops (2048-token prompts, 32 clients: waves of 8192-token
+# prefill steps), gpt-oss-20b also under Poisson 20 requests/s and a closed loop of 48 with
+# 1024-token prompts; Qwen3-30B-A3B with FP8 weights, experts included (mq30f8, Poisson 10
+# requests/s: its two closed loops ran on a first server whose results did not come back, the
+# device returns at most so many files); Qwen2.5-72B FP8 (q72f8) and Gemma-2-27B (g27b), dense
+# geometries no fit saw, under closed loops and Poisson arrivals. vLLM served gpt-oss-20b with
+# CUDA graphs up to 1024 tokens (its log: "largest=1024"), which the predictions did not know.
 """
 
 

@@ -15,6 +15,12 @@ engine idled for over 0.2 s. For each sweep of at least ``MIN_STEPS`` steps:
     admission cost  (the sweep's time - its steps x the decode period) / steps that admit:
                     what each admission step costs beyond a decode step, whatever the
                     mechanism (its prefill compute, a run without CUDA graphs, its planning)
+
+``--stalls GRAPH``: per file, how often the engine stalled (a period over ``STALL_S`` while
+requests ran) in the period before a step whose token count it had not scheduled before, split
+at GRAPH tokens (the server's largest CUDA graph), against the steps whose count repeats: a
+kernel compiled for each new step size shows as stalls before first-seen sizes only (the ninth
+lease's gpt-oss-20b, docs/performance-model.md).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from typing import Any
 
 MIN_STEPS = 1000
 IDLE_S = 0.2
+STALL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,34 @@ def sweeps(path: Path) -> list[Sweep]:
     return out
 
 
+def stalls(path: Path, graph: int) -> dict[str, tuple[int, int]]:
+    """(steps, stalled) before a step of a first-seen or a repeated token count, above and at
+    or below ``graph`` tokens; a step's period is the time between two output updates."""
+    recs = _records(path)
+    sched = {r["seq"]: r for r in recs if r["e"] == "s"}
+    upd = {r["seq"]: r for r in recs if r["e"] == "u"}
+    seqs = sorted(s for s in upd if s in sched)
+    seen: set[int] = set()
+    out = {k: (0, 0) for k in ("new above", "repeat above", "new at/below", "repeat at/below")}
+    for a, b, c in zip(seqs, seqs[1:], seqs[2:], strict=False):
+        busy = sched[b]["run"] > 0 and sched[b]["tok"] > 0
+        tok = sched[c]["tok"]
+        key = ("repeat " if tok in seen else "new ") + ("above" if tok > graph else "at/below")
+        seen.add(tok)
+        if busy:
+            n, k = out[key]
+            out[key] = (n + 1, k + (upd[b]["t1"] - upd[a]["t1"] > STALL_S))
+    return out
+
+
 def main(argv: list[str]) -> int:
+    if argv and argv[0] == "--stalls":
+        graph = int(argv[1])
+        print(f"file | next step's token count (graph {graph}): steps, stalled over {STALL_S} s")
+        for arg in argv[2:]:
+            got = stalls(Path(arg), graph)
+            print(f"{Path(arg).name} | " + " | ".join(f"{k} {n}, {s}" for k, (n, s) in got.items()))
+        return 0
     print("file | steps | s | running | decode ms | admission steps (>512 tokens) | ms each")
     for arg in argv:
         for s in sweeps(Path(arg)):

@@ -329,7 +329,12 @@ def _arrival_setup(
     run = registry.get("vllm").engine_run(sz, None)
     assert sz.instance is not None
     mnbt = mnbt or 8192
-    graphs = cudagraph_max_tokens(sz.max_num_seqs, mnbt, enforce_eager=sz.request.enforce_eager)
+    graphs = cudagraph_max_tokens(
+        sz.max_num_seqs,
+        mnbt,
+        enforce_eager=sz.request.enforce_eager,
+        architectures=sz.request.architecture.architectures,
+    )
     dep = dataclasses.replace(
         run.deployment,
         kv_capacity_tokens=kv_tokens,

@@ -59,20 +59,18 @@ class Param:
 
 _SIGMA = dict(mu_gemm=0.7, eta_kv=0.7, eta_experts=0.7, layer_overhead_us=1.0)
 _SIGMA |= dict(moe_gemm_factor=0.7, w4_gemm_factor=0.7, w4_bw_factor=0.7, moe_dim_half=1.0)
-_SIGMA |= dict(w4_expert_gemm_factor=0.7)
 _SIGMA |= dict(step_overhead_us=1.5, seq_overhead_us=1.5, ttft_overhead_ms=1.5)
 _SIGMA |= dict(prefill_gpu_layer_us=1.5, eager_layer_us=1.5)
 _SIGMA |= dict(request_overhead_ms=1.5, stream_token_us=1.0)
 _BOUNDS = dict(mu_gemm=(0.1, 0.95), eta_kv=(0.15, 0.98), eta_experts=(0.05, 0.98))
 _BOUNDS |= dict(moe_gemm_factor=(0.05, 1.0), w4_gemm_factor=(0.1, 1.0), w4_bw_factor=(0.1, 1.0))
-_BOUNDS |= dict(moe_dim_half=(16.0, 65536.0), w4_expert_gemm_factor=(0.05, 1.0))
+_BOUNDS |= dict(moe_dim_half=(16.0, 65536.0))
 _BOUNDS |= dict(layer_overhead_us=(0.5, 500.0), step_overhead_us=(5.0, 20000.0))
 _BOUNDS |= dict(seq_overhead_us=(0.1, 500.0), ttft_overhead_ms=(0.1, 200.0))
 _BOUNDS |= dict(prefill_gpu_layer_us=(0.1, 1000.0), eager_layer_us=(1.0, 5000.0))
 _BOUNDS |= dict(request_overhead_ms=(0.01, 50.0), stream_token_us=(1.0, 500.0))
 _KERNELS = dict(mu_gemm=0.6, eta_kv=0.6, eta_experts=0.8, layer_overhead_us=30.0)
 _KERNELS |= dict(moe_gemm_factor=0.8, w4_gemm_factor=0.6, w4_bw_factor=0.7, moe_dim_half=1024.0)
-_KERNELS |= dict(w4_expert_gemm_factor=0.6)
 # Kernel-level efficiencies are per engine family ("vllm" covers both vLLM ranges); host and
 # frontend overheads are per version range. Starting values: docs/performance-model.md.
 _PER_SCOPE: dict[str, dict[str, float]] = {

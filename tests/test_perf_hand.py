@@ -501,6 +501,13 @@ def test_vllms_largest_cuda_graph_is_twice_max_num_seqs_up_to_512_tokens() -> No
     assert vperf.cudagraph_max_tokens(64, 8192) == 128
     assert vperf.cudagraph_max_tokens(1024, 256) == 256
     assert vperf.cudagraph_max_tokens(256, 8192, enforce_eager=True) == 0
+    # gpt-oss: vLLM's config hook raises the largest graph to 1024 (capped at the token budget
+    # only): the ninth H200 lease's gpt-oss-20b log says "largest=1024"
+    gpt_oss = ("GptOssForCausalLM",)
+    assert vperf.cudagraph_max_tokens(256, 8192, architectures=gpt_oss) == 1024
+    assert vperf.cudagraph_max_tokens(64, 8192, architectures=gpt_oss) == 1024
+    assert vperf.cudagraph_max_tokens(1024, 768, architectures=gpt_oss) == 768
+    assert vperf.cudagraph_max_tokens(256, 8192, enforce_eager=True, architectures=gpt_oss) == 0
     assert vperf.cudagraph_tokens_from_args("-cc.max_cudagraph_capture_size=1024", 512) == 1024
     cfg = """--compilation-config '{"max_cudagraph_capture_size": 2048}'"""
     assert vperf.cudagraph_tokens_from_args(cfg, 512) == 2048

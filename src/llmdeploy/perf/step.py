@@ -288,11 +288,8 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
     if dep.gemm_dtype == "w4a16":
         mu *= c.w4_gemm_factor
     f_gemm = peak * 1e12 * mu
+    # routed experts: int4/mxfp4 expert weights dequantize like w4a16 (bytes below 1 per param)
     f_expert = f_gemm * c.moe_gemm_factor
-    if dep.weight_bytes_expert < 1.0 and dep.gemm_dtype != "w4a16":
-        # 4-bit experts beside a 16-bit body (gpt-oss's MXFP4): the kernels dequantize every
-        # expert weight before the MMA (a w4a16 body's factor already covers its experts)
-        f_expert *= c.w4_expert_gemm_factor
     if m.num_experts and c.moe_dim_half > 0.0:
         # the GEMM size of one expert on one GPU: TP slices each expert's intermediate, expert
         # parallelism keeps experts whole (vllm/model_executor/layers/fused_moe/layer.py)

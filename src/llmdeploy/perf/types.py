@@ -185,13 +185,6 @@ class Constants:
     # sizes the kernel dequantizes every weight it loads (unpack, zero point, scale) in the
     # same loop as the loads, and does not keep HBM as busy as a BF16 GEMV does
     w4_bw_factor: float = 1.0
-    # routed experts stored in 4 bits (MXFP4, int4: under 1 byte a parameter) run their
-    # grouped GEMMs at this further fraction of the expert efficiency: on Hopper, which has no
-    # FP4 tensor cores, the MoE kernels dequantize every expert weight they load to BF16 before
-    # the MMA (gpt-oss's MXFP4 experts: vllm/model_executor/layers/quantization/mxfp4.py, the
-    # Marlin or triton_kernels backends), which a memory-bound decode step hides and a prompt's
-    # compute-bound step does not. 1: no such experts or no such cost.
-    w4_expert_gemm_factor: float = 1.0
     # GPU time per decoder layer of a step that carries prompt tokens, beyond its compute: on
     # vLLM >= 0.12 (default cudagraph_mode FULL_AND_PIECEWISE, vllm/config/compilation.py) a
     # pure-decode step replays one full CUDA graph, a step with prompt tokens runs graph pieces

@@ -40,13 +40,13 @@ class Uncertainty:
 # fmt: off
 # BEGIN FITTED UNCERTAINTY
 UNCERTAINTY = Uncertainty(
-    throughput_median=0.046,
-    throughput_p90=0.178,
-    itl_median=0.066,
-    itl_p90=0.218,
-    ttft_median=0.142,
-    ttft_p90=0.415,
-    basis='in-sample residuals (scripts/perf_fit.py)',
+    throughput_median=0.076,
+    throughput_p90=0.270,
+    itl_median=0.104,
+    itl_p90=0.275,
+    ttft_median=0.189,
+    ttft_p90=0.530,
+    basis='leave-one-group-out CV residuals (scripts/perf_fit.py --cv)',
 )
 # END FITTED UNCERTAINTY
 # fmt: on

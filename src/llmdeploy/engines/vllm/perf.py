@@ -28,14 +28,28 @@ if TYPE_CHECKING:
 # VllmConfig._set_cudagraph_sizes, v0.24.0; "max_cudagraph_capture_size" in
 # vllm/config/compilation.py). A step with more tokens runs without a graph.
 _GRAPH_TOKENS_MAX = 512
+# ... except for architectures whose vLLM config hook raises it when the user names no capture
+# size: gpt-oss to 1024 ("Increase the max capture size from 512 to 1024 for performance",
+# vllm/model_executor/models/config.py GptOssForCausalLMConfig.verify_and_update_config,
+# v0.24.0; _set_cudagraph_sizes then caps it at max_num_batched_tokens only). The ninth H200
+# lease's gpt-oss-20b log: "largest=1024".
+_GRAPH_TOKENS_BY_ARCH = {"GptOssForCausalLM": 1024}
 
 
 def cudagraph_max_tokens(
-    max_num_seqs: int, max_num_batched_tokens: int, *, enforce_eager: bool = False
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    *,
+    enforce_eager: bool = False,
+    architectures: Sequence[str] = (),
 ) -> int:
-    """Tokens of the largest CUDA graph vLLM captures by default (one rank); 0: none."""
+    """Tokens of the largest CUDA graph vLLM captures by default (one rank); 0: none.
+    ``architectures``: the checkpoint's (config.json), for the models vLLM raises it for."""
     if enforce_eager:
         return 0
+    for name in architectures:
+        if name in _GRAPH_TOKENS_BY_ARCH:
+            return max(1, min(_GRAPH_TOKENS_BY_ARCH[name], max_num_batched_tokens))
     return max(1, min(2 * max_num_seqs, _GRAPH_TOKENS_MAX, max_num_batched_tokens))
 
 
@@ -60,6 +74,7 @@ def engine_run(sizing: Sizing, extra_args: Sequence[str] = ()) -> EngineRun:
         sizing.max_num_seqs,
         sizing.max_num_batched_tokens,
         enforce_eager=sizing.request.enforce_eager,
+        architectures=sizing.request.architecture.architectures,
     )
     named = cudagraph_tokens_from_args(" ".join(extra_args), graphs)
     graphs = min(named, sizing.max_num_batched_tokens)
