@@ -53,14 +53,9 @@ class Rendered:
 def yaml_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
     """Parse rendered YAML files back the way the cluster reads them (every document of every
     *.yaml except kustomization.yaml)."""
-    from llmdeploy.check.documents import parse_documents
+    from llmdeploy.check.documents import rendered_documents
 
-    docs: list[tuple[str, Any]] = []
-    for name, text in files:
-        if not name.endswith(".yaml") or name.endswith("kustomization.yaml"):
-            continue
-        docs.extend((name, doc) for _, doc in parse_documents(text, name))
-    return docs
+    return rendered_documents(files)
 
 
 @dataclass(frozen=True)
@@ -196,11 +191,19 @@ def render_loaded(
     force: bool = False,
 ) -> Rendered:
     from llmdeploy import render
-    from llmdeploy.check import documents as check
+    from llmdeploy.check import ahead
+    from llmdeploy.check.documents import DEFAULT_KUBE_VERSION
     from llmdeploy.engines import registry
     from llmdeploy.spec.checks import located
 
     spec = loaded.spec
+    # built-in kinds are checked against the cluster's own Kubernetes version; a validator
+    # forked at start-up builds what it needs for it while this process renders
+    cluster_version = spec.cluster.kubernetes_version
+    kube_version = kube_version or (
+        f"{cluster_version}.0" if cluster_version else DEFAULT_KUBE_VERSION
+    )
+    ahead.prepare(kube_version)
     # the model runs only when its answer changes the output: a latency target to check, or
     # the autoscaling threshold to derive from it
     slo = spec.slo
@@ -231,14 +234,7 @@ def render_loaded(
     with located(loaded, registry.get(spec.engine.type).version_field):
         the_plan = make_plan(spec, sizing, header_command)
     files = render.render_plan(the_plan, loaded.header_name or loaded.label)
-    cluster_version = spec.cluster.kubernetes_version
-    report = check.check_documents(
-        yaml_documents(files),
-        crds=crds,
-        # built-in kinds are checked against the cluster's own Kubernetes version
-        kube_version=kube_version
-        or (f"{cluster_version}.0" if cluster_version else check.DEFAULT_KUBE_VERSION),
-    )
+    report = ahead.check_files(files, crds=crds, kube_version=kube_version)
     if not report.ok:
         raise ValidationFailedError(
             f"{loaded.label}: rendered manifests failed validation (a bug in llmdeploy; "
@@ -319,6 +315,10 @@ def render_many(
         import multiprocessing as mp  # fleets only: ~8 ms of imports
 
         parallel = "fork" in mp.get_all_start_methods()
+    if parallel:
+        from llmdeploy.check import ahead
+
+        ahead.stop()  # the workers validate: the validator forked at start-up is not needed
     if not parallel:
         out = []
         for i, ls in enumerate(specs):

@@ -29,7 +29,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -223,15 +223,27 @@ class CrdRegistry:
         found = [c for (g, _, k), c in self._versions.items() if (g, k) == (group, kind)]
         return tuple(sorted(found, key=lambda c: c.version))
 
-    def validate(self, crd: CrdVersion, obj: Mapping[str, Any]) -> CrdOutcome:
-        """Validate everything but the root ``metadata`` of ``obj`` against ``crd``."""
+    def _validator(self, crd: CrdVersion) -> SchemaCheck:
         key = (crd.group, crd.version, crd.kind)
         if key not in self._validators:
             converted = _to_jsonschema(crd.schema, root=True)
             self._validators[key] = SchemaCheck(converted, draft7=True)
+        return self._validators[key]
+
+    def prepare(self, crd: CrdVersion) -> None:
+        """Build ``crd``'s validator and compile its CEL rules before a document needs them
+        (both are cached: the verdicts do not change)."""
+        self._validator(crd)
+        from llmdeploy.check.cel import compile_rule
+
+        for text in _rules(crd.schema):
+            compile_rule(text)
+
+    def validate(self, crd: CrdVersion, obj: Mapping[str, Any]) -> CrdOutcome:
+        """Validate everything but the root ``metadata`` of ``obj`` against ``crd``."""
         data = copy.deepcopy(dict(obj))
         _apply_defaults(data, crd.schema, root=True)
-        schema_errors = self._validators[key].iter_errors(data)
+        schema_errors = self._validator(crd).iter_errors(data)
         walker = _RuleWalker([tuple(e.absolute_path) for e in schema_errors], self._rule_cache)
         walker.walk(data, crd.schema, ())
         errors = schema_error_messages(schema_errors) + sorted(set(walker.errors))
@@ -335,6 +347,19 @@ def _apply_defaults(value: Any, s: Mapping[str, Any], *, root: bool = False) -> 
     elif isinstance(value, list) and isinstance(s.get("items"), dict):
         for item in value:
             _apply_defaults(item, s["items"])
+
+
+def _rules(s: Mapping[str, Any]) -> Iterator[str]:
+    """The text of every CEL rule :class:`_RuleWalker` can run under ``s``, except transition
+    rules."""
+    for rule in s.get("x-kubernetes-validations") or []:
+        text = str(rule.get("rule", ""))
+        if not _OLD_SELF.search(text):
+            yield text
+    subs = [*s.get("properties", {}).values(), s.get("items"), s.get("additionalProperties")]
+    for sub in subs:
+        if isinstance(sub, dict):
+            yield from _rules(sub)
 
 
 class _RuleWalker:

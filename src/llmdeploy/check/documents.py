@@ -44,6 +44,8 @@ __all__ = [
     "check_documents",
     "check_paths",
     "parse_documents",
+    "prepare_kind",
+    "rendered_documents",
 ]
 
 DEFAULT_KUBE_VERSION = "1.34.0"
@@ -368,6 +370,34 @@ def check_documents(
         counters[source] = index + 1
         results.append(_check_doc(source, index, doc, crds, schema_version))
     return CheckReport(tuple(results))
+
+
+def prepare_kind(
+    api_version: str, kind: str, *, crds: CrdRegistry | None, kube_version: str
+) -> None:
+    """Build what checking a document of ``kind`` needs (its validator; for a CRD its CEL
+    programs too) without one: the cached work of the first such document, done ahead
+    (:mod:`llmdeploy.check.ahead`). Changes no verdict."""
+    schema_version = _schema_version(kube_version)
+    group, _, version = api_version.rpartition("/")
+    crd = crds.lookup(group, version, kind) if crds is not None else None
+    if crds is not None and crd is not None:
+        crds.prepare(crd)
+        _meta_validator(schema_version)
+    elif _is_builtin_group(group):
+        with contextlib.suppress(_NoSchema):
+            _builtin_validator(schema_version, api_version, kind)
+
+
+def rendered_documents(files: Sequence[tuple[str, str]]) -> list[tuple[str, Any]]:
+    """Parse rendered YAML files back the way the cluster reads them (every document of every
+    *.yaml except kustomization.yaml)."""
+    docs: list[tuple[str, Any]] = []
+    for name, text in files:
+        if not name.endswith(".yaml") or name.endswith("kustomization.yaml"):
+            continue
+        docs.extend((name, doc) for _, doc in parse_documents(text, name))
+    return docs
 
 
 _BaseLoader: Any = getattr(pyyaml, "CSafeLoader", pyyaml.SafeLoader)  # libyaml when available

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 
 # One command is one short process that allocates about 90,000 objects the cyclic garbage
 # collector tracks (classes, schemas, the plan) and frees few cycles: with Python's default
@@ -17,13 +18,19 @@ def main() -> None:
     them is a third of the collections). When the command is done, every object is moved out
     of the collector's reach (``gc.freeze``): tearing the interpreter down runs full
     collections over the whole heap, about 100 ms of a render's CPU, and the process is about
-    to give all of its memory back anyway. Exit codes, output and ``atexit`` are unchanged."""
+    to give all of its memory back anyway. Exit codes, output and ``atexit`` are unchanged.
+    A ``render`` forks its validator first (:mod:`llmdeploy.check.ahead`), reaped at the end."""
     gc.set_threshold(*GC_THRESHOLD)
+    # a render's validator, forked while this process has one thread (check/ahead.py)
+    from llmdeploy.check import ahead
+
+    ahead.start(sys.argv[1:])
     from llmdeploy.cli.commands import main as run
 
     try:
         run()
     finally:
+        ahead.stop()
         gc.freeze()
 
 
