@@ -131,7 +131,7 @@ def test_the_fast_path_decides_probes_of_the_presets_searches(
             pipeline.size_loaded(spec, performance=True)
         counts[flag] = calls["simulated"]
     assert counts[False] == 43  # 14 + 14 + 15 load points
-    assert counts[True] == 37  # 1, 3 and 2 of them decided without simulating
+    assert counts[True] == 38  # 1, 2 and 2 of them decided without simulating
 
 
 # --- hand-computed ---------------------------------------------------------------------------
