@@ -172,6 +172,26 @@ def test_an_admission_above_the_largest_cuda_graph_costs_its_launches() -> None:
     assert wide["ttft_p50_ms"] < 0.5 * base["ttft_p50_ms"]
 
 
+def test_gpt_oss_stalls_before_new_step_sizes_above_its_largest_graph_only() -> None:
+    """The ninth lease's probes (gpu_probe_report.py --stalls): gpt-oss-20b on vLLM 0.24 (MXFP4
+    MoE, Triton backend) stalls over 0.5 s before most first-seen step sizes above its largest
+    CUDA graph (1024 tokens) and almost never before a repeated one or one the graphs cover:
+    compilation, the reason its rows are excluded. A dense model's long periods (its
+    8192-token steps) come as often before repeated sizes as before new ones."""
+    probes = HELDOUT / "probes"
+    goss = PROBE.stalls(probes / "goss9-s9.engine.jsonl.gz", 1024)
+    new_n, new_stalled = goss["new above"]
+    rep_n, rep_stalled = goss["repeat above"]
+    assert new_stalled / new_n > 0.7 and rep_stalled / rep_n < 0.05
+    assert goss["new at/below"][1] == 0 and goss["repeat at/below"][1] == 0
+    dense = PROBE.stalls(probes / "q72f8-s9.engine.jsonl.gz", 512)
+    assert dense["repeat above"][1] > 0  # its big steps are slow whatever their size's history
+    assert dense["new above"][1] / dense["new above"][0] < 0.2
+    doc = yaml.safe_load((HELDOUT / "h200-vllm-0.24.0-arrivals-9.yaml").read_text())
+    gpt_oss = [r for r in doc["arrivals"] if "-goss9-" in r["id"]]
+    assert gpt_oss and all("compile" in r["excluded"] for r in gpt_oss)
+
+
 def test_the_model_says_what_a_larger_cuda_graph_buys() -> None:
     """The model reads the server's largest graph (-cc.max_cudagraph_capture_size=1024) and
     predicts the 3B's ITL at 40 requests/s with graphs up to 1024 tokens within 10 %, and less
