@@ -61,6 +61,7 @@ _SIGMA = dict(mu_gemm=0.7, eta_kv=0.7, eta_experts=0.7, layer_overhead_us=1.0)
 _SIGMA |= dict(moe_gemm_factor=0.7, w4_gemm_factor=0.7, w4_bw_factor=0.7, moe_dim_half=1.0)
 _SIGMA |= dict(step_overhead_us=1.5, seq_overhead_us=1.5, ttft_overhead_ms=1.5)
 _SIGMA |= dict(prefill_gpu_layer_us=1.5, eager_layer_us=1.5)
+_SIGMA |= dict(eager_fp8_layer_us=1.5)
 _SIGMA |= dict(request_overhead_ms=1.5, stream_token_us=1.0)
 _BOUNDS = dict(mu_gemm=(0.1, 0.95), eta_kv=(0.15, 0.98), eta_experts=(0.05, 0.98))
 _BOUNDS |= dict(moe_gemm_factor=(0.05, 1.0), w4_gemm_factor=(0.1, 1.0), w4_bw_factor=(0.1, 1.0))
@@ -68,6 +69,7 @@ _BOUNDS |= dict(moe_dim_half=(16.0, 65536.0))
 _BOUNDS |= dict(layer_overhead_us=(0.5, 500.0), step_overhead_us=(5.0, 20000.0))
 _BOUNDS |= dict(seq_overhead_us=(0.1, 500.0), ttft_overhead_ms=(0.1, 200.0))
 _BOUNDS |= dict(prefill_gpu_layer_us=(0.1, 1000.0), eager_layer_us=(1.0, 5000.0))
+_BOUNDS |= dict(eager_fp8_layer_us=(1.0, 5000.0))
 _BOUNDS |= dict(request_overhead_ms=(0.01, 50.0), stream_token_us=(1.0, 500.0))
 _KERNELS = dict(mu_gemm=0.6, eta_kv=0.6, eta_experts=0.8, layer_overhead_us=30.0)
 _KERNELS |= dict(moe_gemm_factor=0.8, w4_gemm_factor=0.6, w4_bw_factor=0.7, moe_dim_half=1024.0)
@@ -81,6 +83,7 @@ _PER_SCOPE: dict[str, dict[str, float]] = {
     "vllm>=0.12": dict(
         step_overhead_us=2000.0,
         eager_layer_us=150.0,
+        eager_fp8_layer_us=300.0,
         prefill_gpu_layer_us=30.0,
         seq_overhead_us=30.0,
         ttft_overhead_ms=8.0,
@@ -168,7 +171,14 @@ def data_residuals(case: cal.Case, pred: dict[str, float]) -> list[float]:
     return out
 
 
-def fit(ev: Evaluator, train: list[int], *, start: Any = None, max_nfev: int = 60) -> Any:
+def fit(
+    ev: Evaluator,
+    train: list[int],
+    *,
+    start: Any = None,
+    max_nfev: int = 60,
+    only: frozenset[str] = frozenset(),
+) -> Any:
     """Robust least squares over the constants the training cases depend on (scipy TRF)."""
     import numpy as np
     from scipy.optimize import least_squares
@@ -178,6 +188,10 @@ def fit(ev: Evaluator, train: list[int], *, start: Any = None, max_nfev: int = 6
     sig = np.array([p.sigma for p in PARAMS])
     used = {ev.keys[i] for i in train}  # parameters no training case uses keep their start
     free = [j for j, p in enumerate(PARAMS) if any(applies(p.scope, k) for k in used)]
+    if only:
+        # a restricted fit: the named constants move, the others keep their start values
+        free = [j for j in free if PARAMS[j].name in only]
+        theta0 = np.asarray(start).copy() if start is not None else theta0
     spans, pos = [], 0
     for i in train:
         spans.append((pos, pos + len(ev.cases[i].targets)))
@@ -368,7 +382,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "instead of from the fit on all cases, where a refit the noisy objective stalls keeps "
         "the parameters the fold itself moved",
     )
+    ap.add_argument(
+        "--free",
+        default="",
+        help="comma-separated constant names: with --start-from, fit only these and keep the "
+        "others at the start file's values (a new mechanism's constant beside fitted ones)",
+    )
     args = ap.parse_args(argv)
+    only = frozenset(n for n in args.free.split(",") if n)
+    unknown = only - {p.name for p in PARAMS}
+    if unknown:
+        ap.error(f"--free: no such constant: {', '.join(sorted(unknown))}")
+    if only and not args.start_from:
+        ap.error("--free needs --start-from (the values the other constants keep)")
     cases = cal.load_cases(args.perf_dir)
     ev = Evaluator(cases, args.workers)
     everything = list(range(len(cases)))
@@ -382,7 +408,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.from_params:
         theta = stored_theta(args.from_params)
     elif args.start_from:
-        theta = fit(ev, everything, start=stored_theta(args.start_from))
+        theta = fit(ev, everything, start=stored_theta(args.start_from), only=only)
     else:
         theta = fit(ev, everything)
     print("\n".join(res.table(ev.rows(theta, everything))))
@@ -397,6 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (" --cv" if args.cv else "")
         + (f" --folds {args.folds!r} --cv-nfev {args.cv_nfev}" if args.cv and args.folds else "")
         + (f" --start-from {args.start_from}" if args.start_from else "")
+        + (f" --free {args.free}" if only else "")
         + (f" --from-params {args.from_params}" if args.from_params else "")
         + (f" --cv-start {args.cv_start}" if args.cv and args.cv_start else "")
         + " --write",

@@ -362,7 +362,7 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
         host_fixed=c.step_overhead_us * 1e-6,
         prefill_gpu=c.prefill_gpu_layer_us * 1e-6 * m.layers,
         graph_tokens=float(dep.cudagraph_max_tokens) if dep.cudagraph_max_tokens >= 0 else math.inf,
-        eager_host=c.eager_layer_us * 1e-6 * m.layers,
+        eager_host=eager_host_s(m, dep, c),
         host_seq=c.seq_overhead_us * 1e-6,
         overlap=c.host_overlap,
         stream_tok=c.stream_token_us * 1e-6,
@@ -376,6 +376,15 @@ def build_step_model(hw: Hardware, m: ModelGeometry, dep: Deployment, c: Constan
         s_pp_tok=s_pp_tok,
         s_state=2.0 * dep.state_bytes_per_seq / kv_bw,
     )
+
+
+def eager_host_s(m: ModelGeometry, dep: Deployment, c: Constants) -> float:
+    """Host seconds a step without CUDA graphs adds: every layer's launches, more where FP8
+    linears quantize their activations (Constants.eager_layer_us, eager_fp8_layer_us)."""
+    us = c.eager_layer_us * m.layers
+    if dep.gemm_dtype == "fp8":
+        us += c.eager_fp8_layer_us * m.layers
+    return us * 1e-6
 
 
 # activations between layers and GPUs are 16-bit (vLLM keeps hidden states in the model dtype)

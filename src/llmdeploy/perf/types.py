@@ -201,6 +201,13 @@ class Constants:
     # seventh H200 lease: Llama-3.2-3B under Poisson arrivals, 13 to 17 ms per admission beyond a
     # decode step, 5 ms with graphs up to 1024 tokens). 0: none.
     eager_layer_us: float = 0.0
+    # ... and, in the same steps, per layer whose linears run in FP8, the host time of the
+    # activation quantization launched before each of them (vllm/_custom_ops.py
+    # scaled_fp8_quant, called by the FP8 linear and MoE methods: one more op per linear, a
+    # dynamic scale's reduction included). The ninth H200 lease's probes put an isolated
+    # admission step of Qwen2.5-72B FP8 (522 tokens) at 117 ms, 1.46 ms per layer, where the
+    # 16-bit dense models' cost 0.4 to 0.9 ms per layer. 0: none.
+    eager_fp8_layer_us: float = 0.0
 
 
 @dataclass(frozen=True)

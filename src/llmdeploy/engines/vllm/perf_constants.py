@@ -73,6 +73,7 @@ CONSTANTS: tuple[ConstantsRow, ...] = (
             w4_bw_factor=0.3685,
             prefill_gpu_layer_us=25.06,
             eager_layer_us=671.8,
+            eager_fp8_layer_us=525.6,
         ),
     ),
 )
