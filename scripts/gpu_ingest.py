@@ -3,7 +3,7 @@
 calibration file of the performance model (issue 22; docs/performance-model.md,
 "Measured on one H200").
 
-Usage: python scripts/gpu_ingest.py [--header=first|...|ninth] [--tag=TAG] RESULTS_DIR
+Usage: python scripts/gpu_ingest.py [--header=first|...|tenth] [--tag=TAG] RESULTS_DIR
        OUT.yaml [KEY[:PLAN] ...]   (PLAN: tests/data/perf/gpu-plan/PLAN.yaml when it is not
        KEY.yaml; TAG: appended to every id, for a geometry an earlier lease measured with the
        same sweeps)
@@ -61,6 +61,10 @@ GEOMETRY = {
     "mq30b9": "Qwen3-30B-A3B geometry (ninth lease)",
     "q72f8": "Qwen2.5-72B FP8 geometry",
     "g27b": "Gemma-2-27B geometry",
+    "m70f10": "Llama-3-70B FP8 geometry (tenth lease)",
+    "mq30f10": "Qwen3-30B-A3B geometry, FP8 weights (tenth lease)",
+    "m8b10": "Llama-3.1-8B geometry (tenth lease)",
+    "q32b10": "Qwen3-32B geometry (tenth lease)",
 }
 WEIGHTS = {
     "qawq": "awq-int4",
@@ -71,6 +75,8 @@ WEIGHTS = {
     "goss9": "mxfp4",
     "mq30f8": "fp8",
     "q72f8": "fp8",
+    "m70f10": "fp8",
+    "mq30f10": "fp8",
 }
 MODE = {"closed": "closed-loop", "stagger": "steady", "poisson": "poisson"}
 
@@ -353,6 +359,21 @@ HEADERS["ninth"] = """\
 # device returns at most so many files); Qwen2.5-72B FP8 (q72f8) and Gemma-2-27B (g27b), dense
 # geometries no fit saw, under closed loops and Poisson arrivals. vLLM served gpt-oss-20b with
 # CUDA graphs up to 1024 tokens (its log: "largest=1024"), which the predictions did not know.
+"""
+HEADERS["tenth"] = """\
+# vLLM 0.24.0 on one NVIDIA H200 (141 GB; torch 139.8 GiB), measured 2026-12-04 (tenth lease)
+# by llmdeploy's developers with ../shared/gpu (offline bundle, serve-sweep.sh, loadgen.py),
+# dummy weights (--load-format dummy), converted by scripts/gpu_ingest.py. Server, load, probe
+# and /metrics as in h200-vllm-0.24.0-arrivals-7.yaml, with LOADGEN_SEED=s10, ids tagged -s10.
+# Predicted before the runs by two models, main's (2a39ae2: tests/data/perf/predictions/
+# lease10-KEY-2a39ae2.json) and the candidate with the host time of FP8 activation quantization
+# in steps above the largest CUDA graph (eager_fp8_layer_us; commit 7c71e62: lease10-KEY.json),
+# plans lease10-*.yaml: Llama-3-70B FP8 (m70f10) with 1024-token prompts under Poisson 3
+# requests/s, a closed loop of 64 and 16 staggered clients; Qwen3-30B-A3B with FP8 weights
+# (mq30f10) under Poisson 20 requests/s and a closed loop of 16; Llama-3.1-8B (m8b10) under a
+# closed loop of 128 and Poisson 16 requests/s of 1024-token prompts; Qwen3-32B (q32b10) with
+# 1024-token prompts under Poisson 6 requests/s and a closed loop of 24. Shapes, rates and
+# concurrencies no fit saw.
 """
 
 

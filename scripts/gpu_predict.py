@@ -43,19 +43,17 @@ def workload(sweep: str) -> Any:
     return workloads.from_loadgen(sweep)
 
 
-def predict(
+def toolkit_request(
     config: Path,
-    sweeps: list[str],
-    version: str,
-    quant: str,
-    kv: str,
+    version: str = "0.24.0",
+    quant: str = "none",
+    kv: str = "auto",
     max_model_len: int = 8192,
     gpu_memory_utilization: float = 0.92,
-    max_num_batched_tokens: int | None = None,
-    constants: dict[str, float] | None = None,
-    serve_args: str = "",
-) -> list[Any]:
-    req = request_from_options(
+) -> Any:
+    """The sizing request of ``config`` served as the toolkit serves it: one H200
+    (p5en.48xlarge), TP 1, vLLM ``version``."""
+    return request_from_options(
         str(config),
         instance="p5en.48xlarge",
         gpu=None,
@@ -73,6 +71,21 @@ def predict(
         nodes=1,
         base_dir=Path.cwd(),
     )
+
+
+def predict(
+    config: Path,
+    sweeps: list[str],
+    version: str,
+    quant: str,
+    kv: str,
+    max_model_len: int = 8192,
+    gpu_memory_utilization: float = 0.92,
+    max_num_batched_tokens: int | None = None,
+    constants: dict[str, float] | None = None,
+    serve_args: str = "",
+) -> list[Any]:
+    req = toolkit_request(config, version, quant, kv, max_model_len, gpu_memory_utilization)
     if max_num_batched_tokens is not None:
         req = dataclasses.replace(req, max_num_batched_tokens=max_num_batched_tokens)
     sz = size(req)

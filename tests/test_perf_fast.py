@@ -130,8 +130,8 @@ def test_the_fast_path_decides_probes_of_the_presets_searches(
             spec = load_spec_file(REPO / "presets" / f"{name}.yaml")
             pipeline.size_loaded(spec, performance=True)
         counts[flag] = calls["simulated"]
-    assert counts[False] == 43  # 14 + 14 + 15 load points
-    assert counts[True] == 38  # 1, 2 and 2 of them decided without simulating
+    assert counts[False] == 39  # 11 + 13 + 15 load points
+    assert counts[True] == 34  # 1, 2 and 2 of them decided without simulating
 
 
 # --- hand-computed ---------------------------------------------------------------------------

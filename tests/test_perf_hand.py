@@ -491,6 +491,31 @@ def test_a_prompt_step_pays_graph_gaps_and_a_step_above_the_largest_graph_its_la
     assert deep_sm.eager_host == pytest.approx(12_800e-6)
 
 
+def test_fp8_linears_add_their_activation_quantization_to_a_step_above_the_largest_graph() -> None:
+    """An FP8 layer launches one more op per linear (the activation quantization, vLLM
+    scaled_fp8_quant) than a 16-bit one, and a step without CUDA graphs pays for it on the
+    host: (eager_layer_us + eager_fp8_layer_us) x layers. A 16-bit or 4-bit deployment of the
+    same geometry pays only eager_layer_us x layers; a step within the largest graph pays
+    neither (its launches are replayed)."""
+    c = dataclasses.replace(TOY_C, eager_layer_us=400.0, eager_fp8_layer_us=500.0)
+    deep = dataclasses.replace(TOY, layers=32)
+    fp8 = build_step_model(TOY_HW, deep, Deployment(gemm_dtype="fp8", cudagraph_max_tokens=512), c)
+    assert fp8.eager_host == pytest.approx(32 * 900e-6)  # 28.8 ms
+    for other in ("bf16", "w4a16"):
+        dep = Deployment(gemm_dtype=other, cudagraph_max_tokens=512)
+        assert build_step_model(TOY_HW, deep, dep, c).eager_host == pytest.approx(32 * 400e-6)
+    # on FLAT's serial 10 ms steps: a 516-token step of the FP8 model costs 10 + 28.8 ms, a
+    # decode step in a graph 10 ms
+    sm = dataclasses.replace(FLAT, graph_tokens=512.0, eager_host=fp8.eager_host)
+    assert sm.step(4, 400.0) == pytest.approx(0.010)
+    assert sm.step(4, 400.0, 512.0, 131_328.0, 0.0, 1.0, 1.0) == pytest.approx(0.0388)
+    # the shipped vLLM >= 0.12 constants charge FP8 layers more than 16-bit ones
+    from llmdeploy.engines.vllm.perf_constants import CONSTANTS
+
+    shipped = CONSTANTS[-1][3]
+    assert shipped.eager_fp8_layer_us > 0.0 and shipped.eager_layer_us > 0.0
+
+
 def test_vllms_largest_cuda_graph_is_twice_max_num_seqs_up_to_512_tokens() -> None:
     """vllm/config/vllm.py (v0.24.0, _set_cudagraph_sizes): min(2 x max_num_seqs, 512), never
     above max_num_batched_tokens; --enforce-eager captures none; a server's command line can

@@ -44,6 +44,7 @@ CONSTANTS: tuple[ConstantsRow, ...] = (
             w4_bw_factor=0.7,
             prefill_gpu_layer_us=0.0,
             eager_layer_us=0.0,
+            eager_fp8_layer_us=0.0,
         ),
     ),
     (  # trtllm-pytorch
@@ -74,6 +75,7 @@ CONSTANTS: tuple[ConstantsRow, ...] = (
             w4_bw_factor=0.7,
             prefill_gpu_layer_us=0.0,
             eager_layer_us=0.0,
+            eager_fp8_layer_us=0.0,
         ),
     ),
 )

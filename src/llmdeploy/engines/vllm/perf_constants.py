@@ -43,6 +43,7 @@ CONSTANTS: tuple[ConstantsRow, ...] = (
             w4_bw_factor=0.3685,
             prefill_gpu_layer_us=0.0,
             eager_layer_us=0.0,
+            eager_fp8_layer_us=0.0,
         ),
     ),
     (  # vllm>=0.12
