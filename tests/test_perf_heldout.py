@@ -255,7 +255,7 @@ def test_the_tenth_leases_fp8_admissions_were_predicted_closer_with_the_quantiza
     predictions/lease10-KEY-2a39ae2.json: the model before; lease10-KEY.json: with
     ``eager_fp8_layer_us``). Where FP8 admission steps run without CUDA graphs (Llama-3-70B FP8
     with 16 staggered clients, Qwen3-30B-A3B FP8 under Poisson 20 requests/s) the model before
-    was 14 to 62 % low on TTFT p50 and 5 to 41 % low on ITL p50, the new term's about half as
+    was 21 to 60 % low on TTFT p50 and 6 to 39 % low on ITL p50, the new term's about half as
     far or closer; on the 16-bit controls (Llama-3.1-8B, Qwen3-32B) the two predictions are the
     same."""
     doc = yaml.safe_load((HELDOUT / "h200-vllm-0.24.0-arrivals-10.yaml").read_text())
